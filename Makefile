@@ -1,0 +1,100 @@
+# tierfs — top-level build.
+#
+#   make            build/tierfs and every tool and test program
+#   make deps       install the Debian packages the project needs (idempotent)
+#   make test       deps, normal build, ASan+UBSan build, run every test
+#   make demo       deps, build, run the demo on a built-in default setup
+#   make bench      deps, build, run the benchmarks (issue 3)
+#   make SAN=1 ...  the same targets built with AddressSanitizer+UBSan in build-san/
+#   make format     apply .clang-format
+#
+# Modules with their own rules (the updater, the bench) keep them in a
+# module.mk beside their sources; this file includes them.
+
+SAN ?= 0
+ifeq ($(SAN),1)
+BUILD ?= build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT := -O1
+else
+BUILD ?= build
+SANFLAGS :=
+OPT := -O2
+endif
+
+CC ?= gcc
+PKGS := fuse3 liburing lmdb inih libxxhash
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS := -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
+	  -I. $(PKG_CFLAGS) $(SANFLAGS) -pthread -MMD -MP
+LDFLAGS := $(SANFLAGS) -pthread
+LIBS := $(PKG_LIBS) -lm
+
+CORE_SRC := $(sort $(wildcard tiers/*.c policy/*.c) $(filter-out fs/main.c,$(wildcard fs/*.c)))
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+
+ITEST_SRC := $(wildcard tests/integration/*.c)
+ITEST_BIN := $(ITEST_SRC:tests/integration/%.c=$(BUILD)/tests/bin/%)
+
+ALL_TARGETS := $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN)
+
+.PHONY: all deps test demo bench format clean check-format
+all: $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) module-all
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libtierfs.a: $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/tierfs: $(BUILD)/obj/fs/main.o $(BUILD)/libtierfs.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libtierfs.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtierfs.a $(LIBS) $(shell pkg-config --libs cmocka)
+
+$(BUILD)/tests/bin/%: tests/integration/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -laio -luring -lxxhash -lm
+
+# Module makefiles add their targets to MODULE_ALL.
+MODULE_ALL :=
+-include cuda_update/module.mk
+-include tests/bench/module.mk
+module-all: $(MODULE_ALL)
+.PHONY: module-all
+
+deps:
+	@scripts/deps.sh
+
+test: deps
+	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory SAN=1 all
+	tests/run.sh build build-san
+
+demo: deps
+	$(MAKE) --no-print-directory all
+	scripts/demo.sh
+
+bench: deps
+	$(MAKE) --no-print-directory all
+	scripts/bench.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+
+check-format:
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cu')
+
+clean:
+	rm -rf build build-san
+
+-include $(CORE_OBJ:.o=.d) $(BUILD)/obj/fs/main.d

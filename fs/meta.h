@@ -1,0 +1,122 @@
+/*
+ * fs/meta.h — the namespace and the per-file block maps, persisted in LMDB.
+ *
+ * One LMDB environment in the [mount] metadata directory, named databases:
+ *   super   string key -> bytes     (block_size, next inode, format version)
+ *   tiers   tier name -> u16 id     (ids are stable when the config reorders)
+ *   inodes  ino -> struct meta_inode
+ *   dirents (parent ino, name) -> child ino
+ *   xattrs  (ino, name) -> value
+ *   links   ino -> symlink target
+ *   blocks  (ino, block index) -> struct meta_block
+ * Integer key parts are big-endian so cursors walk them in order.
+ *
+ * Every change happens inside a write transaction; commits are not fsynced
+ * (MDB_NOSYNC) so a daemon crash loses nothing committed while a power loss
+ * may lose recent commits; meta_sync() forces everything to disk (fsync,
+ * unmount). All functions return 0 or -errno (-ENOENT for a missing key).
+ * A struct meta_txn is used by one thread at a time; LMDB allows one write
+ * transaction at a time (others block in meta_txn_begin) and many readers.
+ */
+#ifndef TIERFS_META_H
+#define TIERFS_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define META_ROOT_INO 1
+
+struct meta;
+struct meta_txn;
+
+/* Stored as-is (fixed layout, little-endian host); `version` guards it. */
+struct meta_inode {
+	uint64_t ino;
+	uint64_t parent; /* directory holding its (first) name; 0 once unlinked */
+	uint64_t size;
+	uint32_t mode, uid, gid, nlink;
+	uint32_t rdev;
+	int32_t pin_tier;  /* tier id pinned by user.tierfs.pin, -1 none */
+	uint32_t flags;	   /* META_F_* */
+	uint32_t pad;
+	int64_t atime_sec, mtime_sec, ctime_sec;
+	uint32_t atime_nsec, mtime_nsec, ctime_nsec;
+	uint32_t pad2;
+};
+
+#define META_F_VOLATILE 0x1 /* persistent = no: data gone after a remount */
+
+struct meta_block {
+	uint16_t tier_id;
+	uint16_t pad;
+	uint32_t pad2;
+	uint64_t slot;
+	uint64_t csum;
+};
+
+/* Open or create the environment in DIR (created if missing). */
+int meta_open(const char *dir, struct meta **out);
+void meta_close(struct meta *m);
+/* Flush all committed transactions to stable storage. */
+int meta_sync(struct meta *m);
+
+int meta_txn_begin(struct meta *m, bool write, struct meta_txn **out);
+int meta_txn_commit(struct meta_txn *t); /* frees t whatever the result */
+void meta_txn_abort(struct meta_txn *t); /* frees t */
+
+/* super */
+int meta_super_get(struct meta_txn *t, const char *key, uint64_t *val);
+int meta_super_put(struct meta_txn *t, const char *key, uint64_t val);
+
+/* Stable id of a tier name; creates one (next free id) when CREATE. */
+int meta_tier_id(struct meta_txn *t, const char *name, bool create, uint16_t *id);
+/* Call fn for each (name, id) known; stops and returns fn's value if nonzero. */
+int meta_tier_iter(struct meta_txn *t, int (*fn)(const char *name, uint16_t id, void *arg),
+		   void *arg);
+
+/* Next inode number (persisted counter, never reused). */
+int meta_ino_alloc(struct meta_txn *t, uint64_t *ino);
+
+int meta_inode_get(struct meta_txn *t, uint64_t ino, struct meta_inode *out);
+int meta_inode_put(struct meta_txn *t, const struct meta_inode *in);
+/* Remove the inode and its xattrs, symlink target and every block record. */
+int meta_inode_del(struct meta_txn *t, uint64_t ino);
+int meta_inode_iter(struct meta_txn *t, int (*fn)(const struct meta_inode *in, void *arg),
+		    void *arg);
+
+int meta_dirent_get(struct meta_txn *t, uint64_t parent, const char *name, uint64_t *ino);
+int meta_dirent_put(struct meta_txn *t, uint64_t parent, const char *name, uint64_t ino);
+int meta_dirent_del(struct meta_txn *t, uint64_t parent, const char *name);
+/* 1 if PARENT has no entries, 0 if it has, -errno on error. */
+int meta_dir_is_empty(struct meta_txn *t, uint64_t parent);
+/* Entries in name order; stops and returns fn's value if nonzero. */
+int meta_dir_iter(struct meta_txn *t, uint64_t parent,
+		  int (*fn)(const char *name, uint64_t ino, void *arg), void *arg);
+
+/* Returns the value length (copied when SIZE >= length; SIZE 0 = just ask),
+ * -ENODATA if absent, -ERANGE if SIZE is too small. */
+int meta_xattr_get(struct meta_txn *t, uint64_t ino, const char *name, void *buf, size_t size);
+/* FLAGS: 0, XATTR_CREATE (-EEXIST if present), XATTR_REPLACE (-ENODATA if absent). */
+int meta_xattr_set(struct meta_txn *t, uint64_t ino, const char *name, const void *val,
+		   size_t len, int flags);
+/* Names as "a\0b\0"; returns total length, -ERANGE if SIZE (nonzero) is too small. */
+int meta_xattr_list(struct meta_txn *t, uint64_t ino, char *buf, size_t size);
+int meta_xattr_del(struct meta_txn *t, uint64_t ino, const char *name); /* -ENODATA */
+
+int meta_link_put(struct meta_txn *t, uint64_t ino, const char *target);
+/* Copies the NUL-terminated target; -ENAMETOOLONG if SIZE is too small. */
+int meta_link_get(struct meta_txn *t, uint64_t ino, char *buf, size_t size);
+
+int meta_block_get(struct meta_txn *t, uint64_t ino, uint64_t idx, struct meta_block *out);
+int meta_block_put(struct meta_txn *t, uint64_t ino, uint64_t idx, const struct meta_block *b);
+int meta_block_del(struct meta_txn *t, uint64_t ino, uint64_t idx);
+/* Blocks of INO with index >= FROM, in index order; stops on nonzero fn. */
+int meta_block_iter(struct meta_txn *t, uint64_t ino, uint64_t from,
+		    int (*fn)(uint64_t idx, const struct meta_block *b, void *arg), void *arg);
+/* Every block record of every inode (mount-time slot accounting). */
+int meta_block_iter_all(struct meta_txn *t,
+			int (*fn)(uint64_t ino, uint64_t idx, const struct meta_block *b, void *arg),
+			void *arg);
+
+#endif

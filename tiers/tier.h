@@ -1,0 +1,135 @@
+/*
+ * tiers/tier.h — one asynchronous block interface over every storage tier.
+ *
+ * A tier stores fixed-size blocks (the mount's block size) in numbered
+ * slots. The layers above never see files, objects or offsets: they ask for
+ * a free slot, write a block into it, read it back, free it. Each backend
+ * (ram.c, posix.c, later s3.c) fills in a struct tier_backend; adding a tier
+ * kind means writing one backend file and nothing above this header.
+ *
+ * The tier layer owns the per-block codec: every block written to a tier
+ * that is not host RAM gets an xxHash (XXH3-64) checksum over its full
+ * block_size bytes, returned in io->csum; every read from such a tier is
+ * verified against the checksum the caller passes in io->csum, and a
+ * mismatch completes the I/O with -EIO and a log line naming tier and slot.
+ *
+ * Threading: tier_submit() may be called from any thread. Completion
+ * callbacks run on the backend's completion thread (or inline, before
+ * tier_submit returns, for the RAM backend): they must not block.
+ */
+#ifndef TIERFS_TIER_H
+#define TIERFS_TIER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TIER_NAME_MAX 32
+
+enum tier_kind {
+	TIER_RAM = 0,
+	TIER_POSIX = 1,
+};
+
+enum tier_op {
+	TIER_OP_READ = 0,
+	TIER_OP_WRITE = 1,
+};
+
+/* Scheduling classes, most urgent first (used by the scheduler, issue 3). */
+enum tier_prio {
+	TIER_PRIO_DEMAND = 0,	 /* a reader is waiting */
+	TIER_PRIO_RECLAIM = 1,	 /* write-back that frees RAM someone waits for */
+	TIER_PRIO_PREFETCH = 2,	 /* read ahead along the learned order */
+	TIER_PRIO_WRITEBACK = 3, /* background write-back */
+};
+
+struct tier;
+struct tier_io;
+typedef void (*tier_io_cb)(struct tier_io *io);
+
+struct tier_io {
+	/* Filled by the caller. */
+	enum tier_op op;
+	enum tier_prio prio;
+	uint64_t slot;
+	void *buf;     /* page-aligned, block_size bytes, full block always moves */
+	uint64_t csum; /* READ: expected checksum (ignored by RAM); WRITE: set on completion */
+	tier_io_cb done;
+	void *priv;
+	/* Set before done() is called. */
+	int result; /* 0 or -errno */
+	/* Private to the tier layer and its backends. */
+	struct tier *tier;
+	struct tier_io *next;
+	uint64_t submit_ns;
+};
+
+struct tier_params {
+	const char *name;
+	enum tier_kind kind;
+	const char *path;	/* TIER_POSIX: the directory holding slab files */
+	uint64_t capacity;	/* bytes; rounded down to whole blocks */
+	uint32_t block_size;	/* bytes, power of two, >= 4096 */
+	bool persistent;	/* survives unmount (ram: never) */
+	int direct;		/* TIER_POSIX: -1 auto, 0 buffered, 1 O_DIRECT required */
+	unsigned queue_depth;	/* in-flight I/O bound, >= 1 */
+	uint64_t slab_size;	/* TIER_POSIX: bytes per slab file (0 = default 1 GiB) */
+	uint64_t max_bandwidth; /* bytes/s cap, 0 = none (issue 3) */
+};
+
+/* Counters; updated atomically by the tier layer, read by anyone. */
+struct tier_stats {
+	uint64_t reads, writes;		    /* completed I/Os */
+	uint64_t bytes_read, bytes_written; /* completed bytes */
+	uint64_t errors;		    /* I/Os completed with an error */
+	uint64_t csum_errors;		    /* reads that failed verification */
+	uint64_t read_ns, write_ns;	    /* summed submit-to-completion time */
+};
+
+/* Open (create if needed) a tier. Returns 0 or -errno, with a message on
+ * stderr naming the tier and path. */
+int tier_open(const struct tier_params *p, struct tier **out);
+/* Wait for every submitted I/O to complete, then release everything. */
+void tier_close(struct tier *t);
+
+/* Queue io. Returns 0 when accepted (io->done will be called exactly once,
+ * possibly before tier_submit returns), or -errno when rejected (done is not
+ * called). Slot must be < tier_slots_total(). */
+int tier_submit(struct tier *t, struct tier_io *io);
+
+/* Blocking convenience around tier_submit. For WRITE, *csum receives the
+ * block's checksum; for READ, *csum is the expected one. Returns io result. */
+int tier_rw(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot, void *buf,
+	    uint64_t *csum);
+
+/* Make every write that has completed so far durable (fdatasync on posix;
+ * a no-op on RAM). Returns 0 or -errno. */
+int tier_sync(struct tier *t);
+
+/* Slot allocation (a bitmap; thread-safe). tier_alloc returns a free slot
+ * or -ENOSPC. tier_reserve marks a slot used while loading the block map at
+ * mount: -EEXIST if it was already used, -ERANGE if beyond capacity. */
+int64_t tier_alloc(struct tier *t);
+void tier_free(struct tier *t, uint64_t slot);
+int tier_reserve(struct tier *t, uint64_t slot);
+uint64_t tier_slots_total(const struct tier *t);
+uint64_t tier_slots_used(const struct tier *t);
+
+const char *tier_name(const struct tier *t);
+enum tier_kind tier_kind(const struct tier *t);
+bool tier_persistent(const struct tier *t);
+uint32_t tier_block_size(const struct tier *t);
+/* A snapshot of the counters. */
+void tier_get_stats(const struct tier *t, struct tier_stats *out);
+/* Whether the posix tier really uses O_DIRECT (false after fallback). */
+bool tier_is_direct(const struct tier *t);
+
+/* RAM tier only: the memory of a slot (page-aligned, block_size bytes,
+ * prefaulted at open). The cache uses these as its buffers. */
+void *tier_ram_ptr(struct tier *t, uint64_t slot);
+
+/* The checksum the codec uses, for callers that need to compute one. */
+uint64_t tier_checksum(const void *buf, size_t len);
+
+#endif
