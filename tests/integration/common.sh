@@ -1,0 +1,82 @@
+# Helpers shared by the integration scripts tests/integration/t_*.sh (sourced
+# after tests/lib.sh). Not a test itself: run.sh only runs t_*.sh.
+
+PY=${PYTHON:-python3}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# require_tierfs: skip the whole test (exit 77) when the daemon, its test
+# clients or FUSE are missing; a test that cannot run must not pass.
+require_tierfs() {
+	if [ ! -x "$TIERFS_BIN" ]; then
+		echo "# SKIP: no daemon at $TIERFS_BIN"
+		exit 77
+	fi
+	if [ ! -e /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+		echo "# SKIP: no /dev/fuse or fusermount3"
+		exit 77
+	fi
+	local b
+	for b in "$@"; do
+		if [ ! -x "$TESTBIN/$b" ]; then
+			echo "# SKIP: test client $TESTBIN/$b not built (make $TESTBIN/$b)"
+			exit 77
+		fi
+	done
+}
+
+# require_cmd CMD...: skip when a tool is missing.
+require_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null || { echo "# SKIP: $c not installed"; exit 77; }
+	done
+}
+
+# two_tier_conf BLOCK_SIZE [EXTRA...]: RAM tier + nvme0 + nvme1 both striped
+# 1:1; each extra argument is appended as one line (e.g. a [rule] section).
+two_tier_conf() {
+	local bs=$1; shift
+	mkdir -p "$T/nvme0" "$T/nvme1" "$T/meta"
+	cat <<CONF
+[mount]
+metadata = $T/meta
+block_size = $bs
+
+[tier ram]
+type = ram
+capacity = 256M
+
+[tier nvme0]
+type = posix
+path = $T/nvme0
+capacity = 2G
+weight = 1
+
+[tier nvme1]
+type = posix
+path = $T/nvme1
+capacity = 2G
+weight = 1
+
+[policy]
+stripe = nvme0, nvme1
+CONF
+	local l
+	for l in "$@"; do echo "$l"; done
+}
+
+# remount CONF: unmount (daemon must exit 0, no sanitizer report) and mount
+# again with the same config.
+remount() {
+	local rc=0
+	umount_fs || rc=$?
+	[ $rc -eq 0 ] || { echo "# umount_fs returned $rc" >&2; return $rc; }
+	mount_fs "$1"
+}
+
+# tree_sums DIR: one line per entry under DIR, sorted, that changes when any
+# content, size, mode, type, symlink target or directory changes.
+tree_sums() {
+	(cd "$1" && find . -mindepth 1 ! -path './.tierfs*' -printf '%y %m %s %p -> %l\n' | sort &&
+		find . -type f ! -path './.tierfs*' -print0 | sort -z | xargs -0 -r sha256sum)
+}
