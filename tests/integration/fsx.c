@@ -401,7 +401,7 @@ int main(int argc, char **argv)
 		close_pair(i);
 	}
 	if (!quiet)
-		printf("fsx: %s %" PRIu64 " ops on %d files (seed %" PRIu64 "), all equal\n",
+		printf("# fsx: %s %" PRIu64 " ops on %d files (seed %" PRIu64 "), all equal\n",
 		       verify_only ? "verified" : "ran", verify_only ? 0 : nops, nfiles, seed);
 	return 0;
 }
