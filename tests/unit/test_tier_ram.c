@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tiers/tier.h"
 
@@ -164,12 +165,43 @@ static void test_checksum(void **state)
 	free(b);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* max_bandwidth paces submissions: 100 blocks/s, so 11 blocks take at
+ * least the 100 ms the first ten reserve. */
+static void test_bandwidth_cap(void **state)
+{
+	(void)state;
+	struct tier_params p = {.name = "slow",
+				.kind = TIER_RAM,
+				.capacity = 4 * BS,
+				.block_size = BS,
+				.queue_depth = 1,
+				.max_bandwidth = 100 * BS};
+	struct tier *t;
+	assert_int_equal(tier_open(&p, &t), 0);
+	void *b = block(2);
+	double t0 = now_s();
+	for (int i = 0; i < 11; i++)
+		assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_WRITEBACK, 0, b, NULL), 0);
+	double dt = now_s() - t0;
+	assert_true(dt >= 0.099);
+	assert_true(dt < 2.0);
+	free(b);
+	tier_close(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip),	    cmocka_unit_test(test_ptr),
 	    cmocka_unit_test(test_async_and_stats), cmocka_unit_test(test_bad_params),
-	    cmocka_unit_test(test_checksum),
+	    cmocka_unit_test(test_checksum),	    cmocka_unit_test(test_bandwidth_cap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
