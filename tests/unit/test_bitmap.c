@@ -106,10 +106,11 @@ static void test_tier_api(void **state)
 }
 
 #define NTHREADS   2
-#define PER_THREAD 5000
+#define PER_THREAD 200000
 
 struct worker {
 	struct bitmap *b;
+	pthread_barrier_t *start;
 	int64_t got[PER_THREAD];
 	int n;
 };
@@ -117,6 +118,8 @@ struct worker {
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
+	/* Start together so the threads really race on the same words. */
+	pthread_barrier_wait(w->start);
 	/* Allocate, free every third slot again, allocate more: exercises the
 	 * hint moving backwards while the other thread races forward. */
 	for (int i = 0; i < PER_THREAD; i++) {
@@ -141,12 +144,16 @@ static void test_concurrent(void **state)
 	assert_int_equal(bitmap_init(&b, n), 0);
 	struct worker *w = calloc(NTHREADS, sizeof(*w));
 	pthread_t th[NTHREADS];
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, NTHREADS);
 	for (int i = 0; i < NTHREADS; i++) {
 		w[i].b = &b;
+		w[i].start = &start;
 		assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
 	}
 	for (int i = 0; i < NTHREADS; i++)
 		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&start);
 	char *seen = calloc(n, 1);
 	for (int i = 0; i < NTHREADS; i++) {
 		assert_int_equal(w[i].n, PER_THREAD);
