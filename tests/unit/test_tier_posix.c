@@ -1,0 +1,430 @@
+/*
+ * tests/unit/test_tier_posix.c — the posix tier: async I/O through the
+ * bounded queue, the blocking wrapper, checksum verification, remount,
+ * layout checks (tier.info), slab files, O_DIRECT fallback, capacity.
+ *
+ * Runs in a fresh directory under /tmp (a disk file system here) and, for
+ * the O_DIRECT cases, under /dev/shm (tmpfs).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tiers/tier.h"
+
+#define BS   (64 * 1024)
+#define SLAB (1024 * 1024) /* 16 blocks per slab */
+
+static char dir[64];
+
+static int make_dir(const char *base)
+{
+	snprintf(dir, sizeof(dir), "%s/tierfs-test-XXXXXX", base);
+	return mkdtemp(dir) ? 0 : -errno;
+}
+
+static void remove_dir(void)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' && (!e->d_name[1] || e->d_name[1] == '.'))
+			continue;
+		char p[512];
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		unlink(p);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+static int setup_tmp(void **state)
+{
+	(void)state;
+	return make_dir("/tmp");
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	remove_dir();
+	return 0;
+}
+
+static struct tier_params params(uint64_t nblocks)
+{
+	struct tier_params p = {.name = "nvme0",
+				.kind = TIER_POSIX,
+				.path = dir,
+				.capacity = nblocks * BS,
+				.block_size = BS,
+				.persistent = true,
+				.direct = -1,
+				.queue_depth = 8,
+				.slab_size = SLAB};
+	return p;
+}
+
+static struct tier *open_posix(uint64_t nblocks)
+{
+	struct tier_params p = params(nblocks);
+	struct tier *t = NULL;
+	assert_int_equal(tier_open(&p, &t), 0);
+	return t;
+}
+
+static void fill(void *buf, unsigned seed)
+{
+	uint32_t *w = buf;
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < BS / 4; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		w[i] = x;
+	}
+}
+
+static int count_slabs(void)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, "slab-", 5) == 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Counts completions; the test thread waits for a target. */
+struct counter {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done, failed;
+};
+
+static void count_cb(struct tier_io *io)
+{
+	struct counter *c = io->priv;
+	pthread_mutex_lock(&c->lock);
+	c->done++;
+	if (io->result)
+		c->failed++;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void wait_for(struct counter *c, int n)
+{
+	pthread_mutex_lock(&c->lock);
+	while (c->done < n)
+		pthread_cond_wait(&c->cond, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* What the kernel says about O_DIRECT in dir, found independently of the
+ * tier code. */
+static int dir_accepts_direct(void)
+{
+	char p[128];
+	snprintf(p, sizeof(p), "%s/probe", dir);
+	int fd = open(p, O_RDWR | O_CREAT | O_DIRECT, 0644);
+	if (fd < 0)
+		return 0;
+	void *b = aligned_alloc(4096, 4096);
+	memset(b, 0, 4096);
+	int ok = pwrite(fd, b, 4096, 0) == 4096;
+	free(b);
+	close(fd);
+	unlink(p);
+	return ok;
+}
+
+/* Write n blocks asynchronously (all submitted at once, so most wait in
+ * the backend's queue), read them back asynchronously, compare. */
+static void test_async_many(void **state)
+{
+	(void)state;
+	enum { N = 300 };
+	struct tier *t = open_posix(N);
+	assert_int_equal(tier_slots_total(t), N);
+	/* /tmp is ext4 here: O_DIRECT must really be used. */
+	assert_int_equal(tier_is_direct(t), dir_accepts_direct());
+	assert_true(tier_persistent(t));
+	char *data = aligned_alloc(4096, (size_t)N * BS);
+	char *back = aligned_alloc(4096, (size_t)N * BS);
+	struct tier_io *ios = calloc(N, sizeof(*ios));
+	struct counter c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+	for (int i = 0; i < N; i++) {
+		int64_t s = tier_alloc(t);
+		assert_int_equal(s, i);
+		fill(data + (size_t)i * BS, (unsigned)i);
+		ios[i] = (struct tier_io){.op = TIER_OP_WRITE,
+					  .prio = TIER_PRIO_WRITEBACK,
+					  .slot = (uint64_t)s,
+					  .buf = data + (size_t)i * BS,
+					  .done = count_cb,
+					  .priv = &c};
+	}
+	assert_int_equal(tier_alloc(t), -ENOSPC);
+	/* 300 blocks at 16 per slab: 19 slab files, not 300. */
+	assert_int_equal(count_slabs(), 19);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(tier_submit(t, &ios[i]), 0);
+	wait_for(&c, N);
+	assert_int_equal(c.failed, 0);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(ios[i].result, 0);
+		assert_true(ios[i].csum == tier_checksum(data + (size_t)i * BS, BS));
+	}
+	assert_int_equal(tier_sync(t), 0);
+
+	memset(back, 0, (size_t)N * BS);
+	c.done = 0;
+	for (int i = N - 1; i >= 0; i--) {
+		ios[i].op = TIER_OP_READ;
+		ios[i].prio = TIER_PRIO_PREFETCH;
+		ios[i].buf = back + (size_t)i * BS;
+		assert_int_equal(tier_submit(t, &ios[i]), 0);
+	}
+	wait_for(&c, N);
+	assert_int_equal(c.failed, 0);
+	assert_memory_equal(back, data, (size_t)N * BS);
+
+	struct tier_stats st;
+	tier_get_stats(t, &st);
+	assert_int_equal(st.writes, N);
+	assert_int_equal(st.reads, N);
+	assert_int_equal(st.bytes_written, (uint64_t)N * BS);
+	assert_int_equal(st.bytes_read, (uint64_t)N * BS);
+	assert_int_equal(st.errors, 0);
+	assert_int_equal(st.csum_errors, 0);
+	assert_true(st.read_ns > 0 && st.write_ns > 0);
+
+	/* The last slab only holds the 12 slots left. */
+	struct stat sb;
+	char p[128];
+	snprintf(p, sizeof(p), "%s/slab-00018.dat", dir);
+	assert_int_equal(stat(p, &sb), 0);
+	assert_int_equal(sb.st_size, 12 * BS);
+	snprintf(p, sizeof(p), "%s/slab-00000.dat", dir);
+	assert_int_equal(stat(p, &sb), 0);
+	assert_int_equal(sb.st_size, SLAB);
+	/* Preallocated, not sparse. */
+	assert_true((uint64_t)sb.st_blocks * 512 >= SLAB);
+	tier_close(t);
+	free(ios);
+	free(data);
+	free(back);
+}
+
+/* tier_close waits for everything submitted. */
+static void test_close_waits(void **state)
+{
+	(void)state;
+	enum { N = 64 };
+	struct tier *t = open_posix(N);
+	char *data = aligned_alloc(4096, (size_t)N * BS);
+	struct tier_io *ios = calloc(N, sizeof(*ios));
+	struct counter c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+	for (int i = 0; i < N; i++) {
+		fill(data + (size_t)i * BS, (unsigned)i + 1000);
+		ios[i] = (struct tier_io){.op = TIER_OP_WRITE,
+					  .slot = (uint64_t)i,
+					  .buf = data + (size_t)i * BS,
+					  .done = count_cb,
+					  .priv = &c};
+		assert_int_equal(tier_submit(t, &ios[i]), 0);
+	}
+	tier_close(t);
+	assert_int_equal(c.done, N);
+	assert_int_equal(c.failed, 0);
+	free(ios);
+	free(data);
+}
+
+static void test_rw_checksum_mismatch(void **state)
+{
+	(void)state;
+	struct tier *t = open_posix(32);
+	char *buf = aligned_alloc(4096, BS), *out = aligned_alloc(4096, BS);
+	fill(buf, 42);
+	uint64_t slot = 21, csum = 0;
+	assert_int_equal(tier_reserve(t, slot), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, slot, buf, &csum), 0);
+	assert_true(csum == tier_checksum(buf, BS));
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, slot, out, &csum), 0);
+	assert_memory_equal(out, buf, BS);
+	assert_int_equal(tier_sync(t), 0);
+
+	/* Corrupt one byte of slot 21 = slab 1, index 5. */
+	char p[128];
+	snprintf(p, sizeof(p), "%s/slab-00001.dat", dir);
+	int fd = open(p, O_RDWR);
+	assert_true(fd >= 0);
+	char byte = (char)(buf[777] ^ 0x10);
+	assert_int_equal(pwrite(fd, &byte, 1, 5 * BS + 777), 1);
+	assert_int_equal(fsync(fd), 0);
+	close(fd);
+
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, slot, out, &csum), -EIO);
+	struct tier_stats st;
+	tier_get_stats(t, &st);
+	assert_int_equal(st.csum_errors, 1);
+	assert_int_equal(st.errors, 1);
+	assert_int_equal(st.reads, 1);
+	/* A wrong expected checksum is caught the same way. */
+	uint64_t wrong = csum ^ 1;
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 0, out, &wrong), -EIO);
+	tier_close(t);
+	free(buf);
+	free(out);
+}
+
+static void test_reopen(void **state)
+{
+	(void)state;
+	enum { N = 40 };
+	char *data = aligned_alloc(4096, (size_t)N * BS), *out = aligned_alloc(4096, BS);
+	uint64_t csum[N];
+	struct tier *t = open_posix(N);
+	for (int i = 0; i < N; i++) {
+		fill(data + (size_t)i * BS, (unsigned)i + 7);
+		assert_int_equal(tier_alloc(t), i);
+		assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_WRITEBACK, (uint64_t)i,
+					 data + (size_t)i * BS, &csum[i]),
+				 0);
+	}
+	assert_int_equal(tier_sync(t), 0);
+	tier_close(t);
+
+	/* slab_size 0 adopts the size the directory was formatted with. */
+	struct tier_params p = params(N);
+	p.slab_size = 0;
+	assert_int_equal(tier_open(&p, &t), 0);
+	assert_int_equal(tier_slots_used(t), 0);
+	for (int i = N - 1; i >= 0; i--) {
+		assert_int_equal(tier_reserve(t, (uint64_t)i), 0);
+		assert_int_equal(
+		    tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, (uint64_t)i, out, &csum[i]), 0);
+		assert_memory_equal(out, data + (size_t)i * BS, BS);
+	}
+	tier_close(t);
+
+	/* A different block size or slab size is refused. */
+	p = params(N);
+	p.block_size = 2 * BS;
+	t = (struct tier *)1;
+	assert_int_equal(tier_open(&p, &t), -EINVAL);
+	assert_null(t);
+	p = params(N);
+	p.slab_size = 2 * SLAB;
+	assert_int_equal(tier_open(&p, &t), -EINVAL);
+	free(data);
+	free(out);
+}
+
+static void test_capacity(void **state)
+{
+	(void)state;
+	/* 10.5 blocks round down to 10. */
+	struct tier_params p = params(10);
+	p.capacity += BS / 2;
+	struct tier *t;
+	assert_int_equal(tier_open(&p, &t), 0);
+	assert_int_equal(tier_slots_total(t), 10);
+	/* Slabs are created on allocation, not at open. */
+	assert_int_equal(count_slabs(), 0);
+	char *buf = aligned_alloc(4096, BS);
+	fill(buf, 1);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 10, buf, NULL), -ERANGE);
+	assert_int_equal(tier_reserve(t, 10), -ERANGE);
+	for (int i = 0; i < 10; i++)
+		assert_true(tier_alloc(t) >= 0);
+	assert_int_equal(tier_alloc(t), -ENOSPC);
+	assert_int_equal(count_slabs(), 1);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 9, buf, NULL), 0);
+	tier_close(t);
+
+	/* Slab size must be a multiple of the block size. */
+	remove_dir();
+	assert_int_equal(make_dir("/tmp"), 0);
+	p = params(10);
+	p.slab_size = BS + 4096;
+	assert_int_equal(tier_open(&p, &t), -EINVAL);
+	p.path = NULL;
+	assert_int_equal(tier_open(&p, &t), -EINVAL);
+	free(buf);
+}
+
+/* tmpfs: O_DIRECT auto falls back where the kernel refuses it (tmpfs
+ * accepts O_DIRECT since Linux 6.6); direct=1 then fails clearly. */
+static void test_tmpfs_direct(void **state)
+{
+	(void)state;
+	remove_dir();
+	if (make_dir("/dev/shm")) {
+		assert_int_equal(make_dir("/tmp"), 0);
+		skip();
+	}
+	int kernel_direct = dir_accepts_direct();
+	struct tier_params p = params(16);
+	struct tier *t;
+	assert_int_equal(tier_open(&p, &t), 0);
+	assert_int_equal(tier_is_direct(t), kernel_direct);
+	char *buf = aligned_alloc(4096, BS), *out = aligned_alloc(4096, BS);
+	fill(buf, 3);
+	uint64_t csum;
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 3, buf, &csum), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 3, out, &csum), 0);
+	assert_memory_equal(out, buf, BS);
+	tier_close(t);
+
+	p.direct = 1;
+	t = NULL;
+	if (kernel_direct) {
+		assert_int_equal(tier_open(&p, &t), 0);
+		assert_true(tier_is_direct(t));
+		tier_close(t);
+	} else {
+		assert_int_equal(tier_open(&p, &t), -EINVAL);
+		assert_null(t);
+	}
+	p.direct = 0;
+	assert_int_equal(tier_open(&p, &t), 0);
+	assert_false(tier_is_direct(t));
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 3, out, &csum), 0);
+	assert_memory_equal(out, buf, BS);
+	tier_close(t);
+	free(buf);
+	free(out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_async_many, setup_tmp, teardown),
+	    cmocka_unit_test_setup_teardown(test_close_waits, setup_tmp, teardown),
+	    cmocka_unit_test_setup_teardown(test_rw_checksum_mismatch, setup_tmp, teardown),
+	    cmocka_unit_test_setup_teardown(test_reopen, setup_tmp, teardown),
+	    cmocka_unit_test_setup_teardown(test_capacity, setup_tmp, teardown),
+	    cmocka_unit_test_setup_teardown(test_tmpfs_direct, setup_tmp, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,76 @@
+/*
+ * tiers/backend.h — what a tier backend implements, and the part of the
+ * generic tier layer (tier.c) that backends may use. Private to tiers/.
+ *
+ * tier.c owns everything common to every kind (validation, slot bitmap,
+ * checksums, stats, bandwidth cap, blocking wrapper); a backend only moves
+ * whole blocks between io->buf and its slot and reports the result through
+ * tier_io_complete().
+ */
+#ifndef TIERFS_TIER_BACKEND_H
+#define TIERFS_TIER_BACKEND_H
+
+#include "tiers/bitmap.h"
+#include "tiers/tier.h"
+
+#include <pthread.h>
+
+struct tier_backend {
+	const char *kind_name;
+	/* Set t->be_priv; t->name, block_size, slots_total, queue_depth are
+	 * already filled. Returns 0 or -errno (and has logged why). */
+	int (*open)(struct tier *t, const struct tier_params *p);
+	/* Called once nothing is in flight. */
+	void (*close)(struct tier *t);
+	/* Start io (validated by tier.c; io->csum already set for writes).
+	 * Must eventually call tier_io_complete(io, result) exactly once; may
+	 * do so before returning. Returns 0, or -errno without completing. */
+	int (*submit)(struct tier *t, struct tier_io *io);
+	int (*sync)(struct tier *t);
+	/* Optional: make a slot usable (posix: create its slab file). Called
+	 * by tier_alloc/tier_reserve, off the I/O path. 0 or -errno. */
+	int (*prepare_slot)(struct tier *t, uint64_t slot);
+};
+
+extern const struct tier_backend tier_ram_backend;
+extern const struct tier_backend tier_posix_backend;
+
+struct tier {
+	/* Immutable after tier_open. */
+	char name[TIER_NAME_MAX];
+	enum tier_kind kind;
+	bool persistent;
+	bool checksummed; /* every tier but RAM */
+	uint32_t block_size;
+	uint64_t slots_total;
+	unsigned queue_depth;
+	uint64_t max_bandwidth;
+	const struct tier_backend *be;
+	void *be_priv;
+	bool direct; /* set by the posix backend's open */
+
+	struct bitmap slots;	 /* lock-free */
+	struct tier_stats stats; /* __atomic adds */
+
+	/* I/Os accepted by tier_submit whose done() has not returned yet
+	 * (atomic); tier_close waits on idle_cond under idle_lock for zero. */
+	uint64_t outstanding;
+	pthread_mutex_t idle_lock;
+	pthread_cond_t idle_cond;
+
+	/* Bandwidth cap: the time the next submission may start (guarded by
+	 * bw_lock). */
+	pthread_mutex_t bw_lock;
+	uint64_t bw_next_ns;
+};
+
+/* Report an I/O's result (0 or -errno): verifies read checksums, fills
+ * stats, calls io->done. Runs on the backend's completion thread. */
+void tier_io_complete(struct tier_io *io, int result);
+
+/* "tierfs: tier NAME: " + message on stderr. */
+void tier_log(const struct tier *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+uint64_t tier_now_ns(void);
+
+#endif

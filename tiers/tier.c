@@ -1,0 +1,363 @@
+/*
+ * tiers/tier.c — the generic tier layer: dispatch to a backend by kind, slot
+ * allocation, the per-block checksum codec, stats, the bandwidth cap and the
+ * blocking tier_rw wrapper. Backends (ram.c, posix.c) only move blocks.
+ */
+#include "tiers/backend.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+uint64_t tier_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void tier_log(const struct tier *t, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* One fprintf so lines from concurrent threads do not interleave. */
+	fprintf(stderr, "tierfs: tier %s: %s\n", t ? t->name : "?", msg);
+}
+
+uint64_t tier_checksum(const void *buf, size_t len)
+{
+	return XXH3_64bits(buf, len);
+}
+
+static const struct tier_backend *backend_for(enum tier_kind kind)
+{
+	switch (kind) {
+	case TIER_RAM:
+		return &tier_ram_backend;
+	case TIER_POSIX:
+		return &tier_posix_backend;
+	}
+	return NULL;
+}
+
+int tier_open(const struct tier_params *p, struct tier **out)
+{
+	*out = NULL;
+	const char *name = p->name ? p->name : "?";
+	if (!p->name || !p->name[0] || strlen(p->name) >= TIER_NAME_MAX) {
+		fprintf(stderr, "tierfs: tier %s: name must be 1..%d characters\n", name,
+			TIER_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	const struct tier_backend *be = backend_for(p->kind);
+	if (!be) {
+		fprintf(stderr, "tierfs: tier %s: unknown tier kind %d\n", name, (int)p->kind);
+		return -EINVAL;
+	}
+	if (p->block_size < 4096 || (p->block_size & (p->block_size - 1))) {
+		fprintf(stderr,
+			"tierfs: tier %s: block size %" PRIu32 " is not a power of two >= 4096\n",
+			name, p->block_size);
+		return -EINVAL;
+	}
+	if (p->queue_depth < 1) {
+		fprintf(stderr, "tierfs: tier %s: queue depth must be >= 1\n", name);
+		return -EINVAL;
+	}
+	uint64_t slots = p->capacity / p->block_size;
+	if (slots == 0) {
+		fprintf(stderr,
+			"tierfs: tier %s: capacity %" PRIu64
+			" bytes is less than one block of %" PRIu32 "\n",
+			name, p->capacity, p->block_size);
+		return -EINVAL;
+	}
+
+	struct tier *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	snprintf(t->name, sizeof(t->name), "%s", p->name);
+	t->kind = p->kind;
+	t->persistent = p->kind != TIER_RAM && p->persistent;
+	t->checksummed = p->kind != TIER_RAM;
+	t->block_size = p->block_size;
+	t->slots_total = slots;
+	t->queue_depth = p->queue_depth;
+	t->max_bandwidth = p->max_bandwidth;
+	t->be = be;
+	pthread_mutex_init(&t->idle_lock, NULL);
+	pthread_cond_init(&t->idle_cond, NULL);
+	pthread_mutex_init(&t->bw_lock, NULL);
+	int rc = bitmap_init(&t->slots, slots);
+	if (rc) {
+		tier_log(t, "cannot allocate the slot bitmap for %" PRIu64 " slots", slots);
+		goto fail;
+	}
+	rc = be->open(t, p);
+	if (rc)
+		goto fail;
+	*out = t;
+	return 0;
+fail:
+	bitmap_destroy(&t->slots);
+	pthread_mutex_destroy(&t->idle_lock);
+	pthread_cond_destroy(&t->idle_cond);
+	pthread_mutex_destroy(&t->bw_lock);
+	free(t);
+	return rc;
+}
+
+void tier_close(struct tier *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->idle_lock);
+	while (__atomic_load_n(&t->outstanding, __ATOMIC_ACQUIRE) > 0)
+		pthread_cond_wait(&t->idle_cond, &t->idle_lock);
+	pthread_mutex_unlock(&t->idle_lock);
+	t->be->close(t);
+	bitmap_destroy(&t->slots);
+	pthread_mutex_destroy(&t->idle_lock);
+	pthread_cond_destroy(&t->idle_cond);
+	pthread_mutex_destroy(&t->bw_lock);
+	free(t);
+}
+
+/* Token bucket with a zero-size bucket: each block reserves its transfer
+ * time on a virtual clock, and the submitter sleeps until its turn. */
+static void bandwidth_wait(struct tier *t)
+{
+	uint64_t cost = (uint64_t)t->block_size * 1000000000ULL / t->max_bandwidth;
+	uint64_t now = tier_now_ns();
+	pthread_mutex_lock(&t->bw_lock);
+	uint64_t start = t->bw_next_ns > now ? t->bw_next_ns : now;
+	t->bw_next_ns = start + cost;
+	pthread_mutex_unlock(&t->bw_lock);
+	if (start > now) {
+		uint64_t d = start - now;
+		struct timespec ts = {.tv_sec = (time_t)(d / 1000000000ULL),
+				      .tv_nsec = (long)(d % 1000000000ULL)};
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+}
+
+/* Drop one outstanding I/O. The last one is dropped under idle_lock: were it
+ * dropped before taking the lock, tier_close could see zero, free t, and the
+ * lock taken here would be freed memory. */
+static void outstanding_put(struct tier *t)
+{
+	uint64_t v = __atomic_load_n(&t->outstanding, __ATOMIC_ACQUIRE);
+	while (v > 1) {
+		if (__atomic_compare_exchange_n(&t->outstanding, &v, v - 1, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return;
+	}
+	pthread_mutex_lock(&t->idle_lock);
+	__atomic_sub_fetch(&t->outstanding, 1, __ATOMIC_ACQ_REL);
+	pthread_cond_broadcast(&t->idle_cond);
+	pthread_mutex_unlock(&t->idle_lock);
+}
+
+int tier_submit(struct tier *t, struct tier_io *io)
+{
+	if (!io || !io->buf || !io->done || (io->op != TIER_OP_READ && io->op != TIER_OP_WRITE))
+		return -EINVAL;
+	if (io->slot >= t->slots_total) {
+		tier_log(t, "slot %" PRIu64 ": beyond the %" PRIu64 " slots of the tier", io->slot,
+			 t->slots_total);
+		return -ERANGE;
+	}
+	if (t->max_bandwidth)
+		bandwidth_wait(t);
+	io->tier = t;
+	io->next = NULL;
+	io->result = 0;
+	if (io->op == TIER_OP_WRITE && t->checksummed)
+		io->csum = tier_checksum(io->buf, t->block_size);
+	io->submit_ns = tier_now_ns();
+	__atomic_add_fetch(&t->outstanding, 1, __ATOMIC_ACQ_REL);
+	int rc = t->be->submit(t, io);
+	if (rc) {
+		/* Not accepted: done() will not run, so undo the count here. */
+		outstanding_put(t);
+	}
+	return rc;
+}
+
+void tier_io_complete(struct tier_io *io, int result)
+{
+	struct tier *t = io->tier;
+	struct tier_stats *s = &t->stats;
+	if (result == 0 && io->op == TIER_OP_READ && t->checksummed) {
+		uint64_t got = tier_checksum(io->buf, t->block_size);
+		if (got != io->csum) {
+			tier_log(t,
+				 "slot %" PRIu64 ": checksum mismatch (expected %016" PRIx64
+				 ", got %016" PRIx64 ")",
+				 io->slot, io->csum, got);
+			__atomic_add_fetch(&s->csum_errors, 1, __ATOMIC_RELAXED);
+			result = -EIO;
+		}
+	}
+	uint64_t dt = tier_now_ns() - io->submit_ns;
+	if (result) {
+		__atomic_add_fetch(&s->errors, 1, __ATOMIC_RELAXED);
+	} else if (io->op == TIER_OP_READ) {
+		__atomic_add_fetch(&s->reads, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->bytes_read, t->block_size, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->read_ns, dt, __ATOMIC_RELAXED);
+	} else {
+		__atomic_add_fetch(&s->writes, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->bytes_written, t->block_size, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->write_ns, dt, __ATOMIC_RELAXED);
+	}
+	io->result = result;
+	/* io may be freed by done(): touch only t afterwards. */
+	io->done(io);
+	outstanding_put(t);
+}
+
+struct rw_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done; /* guarded by lock */
+};
+
+static void rw_done(struct tier_io *io)
+{
+	struct rw_wait *w = io->priv;
+	pthread_mutex_lock(&w->lock);
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int tier_rw(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot, void *buf,
+	    uint64_t *csum)
+{
+	struct rw_wait w = {.done = false};
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	struct tier_io io = {
+	    .op = op,
+	    .prio = prio,
+	    .slot = slot,
+	    .buf = buf,
+	    .csum = (op == TIER_OP_READ && csum) ? *csum : 0,
+	    .done = rw_done,
+	    .priv = &w,
+	};
+	int rc = tier_submit(t, &io);
+	if (rc == 0) {
+		pthread_mutex_lock(&w.lock);
+		while (!w.done)
+			pthread_cond_wait(&w.cond, &w.lock);
+		pthread_mutex_unlock(&w.lock);
+		rc = io.result;
+		if (op == TIER_OP_WRITE && csum && rc == 0)
+			*csum = io.csum;
+	}
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	return rc;
+}
+
+int tier_sync(struct tier *t)
+{
+	return t->be->sync ? t->be->sync(t) : 0;
+}
+
+int64_t tier_alloc(struct tier *t)
+{
+	int64_t slot = bitmap_alloc(&t->slots);
+	if (slot < 0)
+		return slot;
+	if (t->be->prepare_slot) {
+		int rc = t->be->prepare_slot(t, (uint64_t)slot);
+		if (rc) {
+			bitmap_free(&t->slots, (uint64_t)slot);
+			return rc;
+		}
+	}
+	return slot;
+}
+
+void tier_free(struct tier *t, uint64_t slot)
+{
+	int rc = bitmap_free(&t->slots, slot);
+	if (rc == -ERANGE)
+		tier_log(t, "slot %" PRIu64 ": freed, but beyond the %" PRIu64 " slots", slot,
+			 t->slots_total);
+	else if (rc)
+		tier_log(t, "slot %" PRIu64 ": freed, but it was not allocated", slot);
+}
+
+int tier_reserve(struct tier *t, uint64_t slot)
+{
+	int rc = bitmap_reserve(&t->slots, slot);
+	if (rc)
+		return rc;
+	if (t->be->prepare_slot) {
+		rc = t->be->prepare_slot(t, slot);
+		if (rc)
+			bitmap_free(&t->slots, slot);
+	}
+	return rc;
+}
+
+uint64_t tier_slots_total(const struct tier *t)
+{
+	return t->slots_total;
+}
+
+uint64_t tier_slots_used(const struct tier *t)
+{
+	return bitmap_used(&t->slots);
+}
+
+const char *tier_name(const struct tier *t)
+{
+	return t->name;
+}
+
+enum tier_kind tier_kind(const struct tier *t)
+{
+	return t->kind;
+}
+
+bool tier_persistent(const struct tier *t)
+{
+	return t->persistent;
+}
+
+uint32_t tier_block_size(const struct tier *t)
+{
+	return t->block_size;
+}
+
+void tier_get_stats(const struct tier *t, struct tier_stats *out)
+{
+	const struct tier_stats *s = &t->stats;
+	out->reads = __atomic_load_n(&s->reads, __ATOMIC_RELAXED);
+	out->writes = __atomic_load_n(&s->writes, __ATOMIC_RELAXED);
+	out->bytes_read = __atomic_load_n(&s->bytes_read, __ATOMIC_RELAXED);
+	out->bytes_written = __atomic_load_n(&s->bytes_written, __ATOMIC_RELAXED);
+	out->errors = __atomic_load_n(&s->errors, __ATOMIC_RELAXED);
+	out->csum_errors = __atomic_load_n(&s->csum_errors, __ATOMIC_RELAXED);
+	out->read_ns = __atomic_load_n(&s->read_ns, __ATOMIC_RELAXED);
+	out->write_ns = __atomic_load_n(&s->write_ns, __ATOMIC_RELAXED);
+}
+
+bool tier_is_direct(const struct tier *t)
+{
+	return t->direct;
+}
