@@ -44,7 +44,7 @@
 #define CONF_FILE_MAX (4 * MIB)
 
 #define RAM_DEFAULT_CAPACITY (256 * MIB)
-#define META_DIRNAME ".tierfs-meta"
+#define META_DIRNAME	     ".tierfs-meta"
 
 /* ---- value parsers ---------------------------------------------------- */
 
@@ -231,9 +231,18 @@ static int parse_seconds_ms(const char *s, uint64_t *ms)
 
 enum sect_kind { S_NONE, S_MOUNT, S_TIER, S_POLICY, S_RULE, S_UNKNOWN };
 
-enum mount_key { MK_BLOCK_SIZE, MK_METADATA, MK_SYNC, MK_ALLOW_OTHER, MK_THREADS, MK_DIRTY, MK_FLUSH, MK_N };
-static const char *const mount_keys[MK_N] = {"block_size",    "metadata",    "sync_on_close",
-					     "allow_other",   "threads",     "dirty_ratio",
+enum mount_key {
+	MK_BLOCK_SIZE,
+	MK_METADATA,
+	MK_SYNC,
+	MK_ALLOW_OTHER,
+	MK_THREADS,
+	MK_DIRTY,
+	MK_FLUSH,
+	MK_N
+};
+static const char *const mount_keys[MK_N] = {"block_size",    "metadata", "sync_on_close",
+					     "allow_other",   "threads",  "dirty_ratio",
 					     "flush_interval"};
 
 enum tier_key {
@@ -252,7 +261,7 @@ enum tier_key {
 	TK_N
 };
 static const char *const tier_keys[TK_N] = {
-    "type",	 "path",      "capacity",	"persistent",	   "weight",	    "direct",
+    "type",	   "path",	"capacity",  "persistent",     "weight",	  "direct",
     "queue_depth", "slab_size", "bandwidth", "bandwidth_read", "bandwidth_write", "max_bandwidth"};
 
 enum policy_key { PK_STRIPE, PK_LEARN, PK_PREFETCH, PK_N };
@@ -364,7 +373,8 @@ static bool valid_name(const char *s, size_t max, bool allow_dot)
 	if (n == 0 || n > max)
 		return false;
 	for (; *s; s++)
-		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' && !(allow_dot && *s == '.'))
+		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' &&
+		    !(allow_dot && *s == '.'))
 			return false;
 	return true;
 }
@@ -714,7 +724,9 @@ static void tier_key(struct parse *p, const char *name, const char *v)
 	case TK_BW:
 	case TK_BW_READ:
 	case TK_BW_WRITE: {
-		uint64_t *dst = k == TK_BW ? &tx->bw : k == TK_BW_READ ? &tx->bw_read : &tx->bw_write;
+		uint64_t *dst = k == TK_BW	  ? &tx->bw
+				: k == TK_BW_READ ? &tx->bw_read
+						  : &tx->bw_write;
 		if (!strcasecmp(v, "auto")) {
 			*dst = 0; /* measured at mount */
 			if (k == TK_BW)
@@ -818,7 +830,8 @@ static int handler(void *user, const char *section, const char *name, const char
 		return 0;
 	switch (p->sect) {
 	case S_NONE:
-		key_error(p, p->line, name, "outside any section (start with [mount] or [tier NAME])");
+		key_error(p, p->line, name,
+			  "outside any section (start with [mount] or [tier NAME])");
 		break;
 	case S_MOUNT:
 		mount_key(p, name, value);
@@ -870,9 +883,10 @@ static void finish_tiers(struct parse *p)
 			for (size_t k = 0; k < sizeof(posix_only) / sizeof(posix_only[0]); k++) {
 				int key = posix_only[k];
 				if (tx->kline[key]) {
-					key_error(p, tx->kline[key], tier_keys[key],
-						  "only posix tiers have a %s; tier '%s' is a ram tier",
-						  tier_keys[key], t->name);
+					key_error(
+					    p, tx->kline[key], tier_keys[key],
+					    "only posix tiers have a %s; tier '%s' is a ram tier",
+					    tier_keys[key], t->name);
 					return;
 				}
 			}
@@ -890,8 +904,9 @@ static void finish_tiers(struct parse *p)
 			c->ram_tier = i;
 		} else {
 			if (!tx->kline[TK_PATH]) {
-				sect_error(p, t->line, sect,
-					   "missing required key 'path' (the directory for this tier)");
+				sect_error(
+				    p, t->line, sect,
+				    "missing required key 'path' (the directory for this tier)");
 				return;
 			}
 			for (int j = 0; j < i; j++) {
@@ -899,7 +914,8 @@ static void finish_tiers(struct parse *p)
 				    p->tx[j].ino == tx->ino) {
 					key_error(p, tx->kline[TK_PATH], "path",
 						  "%s is the same directory as tier '%s' (line %d)",
-						  t->path, c->tiers[j].name, p->tx[j].kline[TK_PATH]);
+						  t->path, c->tiers[j].name,
+						  p->tx[j].kline[TK_PATH]);
 					return;
 				}
 			}

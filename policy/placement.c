@@ -183,8 +183,7 @@ int placement_rule_for(const struct config *c, const char *path)
 	return -1;
 }
 
-int placement_spill(const struct config *c, const struct stripe *s, int preferred,
-		    const bool *full)
+int placement_spill(const struct config *c, const struct stripe *s, int preferred, const bool *full)
 {
 	int start = 0;
 
