@@ -402,7 +402,7 @@ static void section_begin(struct parse *p, char *name)
 	p->idx = -1;
 	if (!strcmp(name, "mount") || !strcmp(name, "policy")) {
 		bool mount = name[0] == 'm';
-		snprintf(p->sect_name, sizeof(p->sect_name), "%s", name);
+		snprintf(p->sect_name, sizeof(p->sect_name), "%.*s", CONF_NAME_MAX, name);
 		if (*arg) {
 			sect_error(p, p->line, name, "takes no name (found '%s')", arg);
 			return;
@@ -1024,7 +1024,7 @@ static void finish_policy(struct parse *p)
 	char *save = NULL;
 	for (char *tok = strtok_r(p->stripe, sep, &save); tok; tok = strtok_r(NULL, sep, &save)) {
 		int i = config_tier_index(c, tok);
-		if (i < 0 || c->tiers[i].implicit) {
+		if (i < 0) {
 			key_error(p, line, "stripe", "no tier named '%s'", tok);
 			return;
 		}
