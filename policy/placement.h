@@ -25,7 +25,7 @@ struct stripe {
 	int tier[CONF_MAX_TIERS];	/* config tier indexes */
 	uint64_t weight[CONF_MAX_TIERS];
 	int seqlen;			/* length of one round of the pattern */
-	int seq[STRIPE_SEQ_MAX];	/* tier index per position in a round */
+	int seq[STRIPE_SEQ_MAX];	/* config tier index per position in a round */
 };
 
 /* Build the pattern for N tiers with the given weights (all > 0). Weights
@@ -33,7 +33,13 @@ struct stripe {
  * tier at least one position. Returns 0 or -EINVAL. */
 int stripe_init(struct stripe *s, int n, const int *tiers, const uint64_t *weights);
 
-/* The tier for block BLOCK of inode INO. */
+/* stripe_init() over the config's [policy] stripe tiers and their weights.
+ * Returns 0, -ENOENT when the config stripes over nothing (ram-only), or
+ * -EINVAL. */
+int stripe_init_config(struct stripe *s, const struct config *c);
+
+/* The tier (a config tier index) for block BLOCK of inode INO; -1 if S is
+ * empty. */
 int stripe_tier(const struct stripe *s, uint64_t ino, uint64_t block);
 
 /* The rule index whose glob matches PATH ("/dir/file" relative to the

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# tests/integration/t_badconf.sh — a bad config must stop the mount with one
+# clear message: exit status 2, a stderr line "tierfs: CONFIG:LINE: ..." with
+# the line of the offending key (or section header), and nothing mounted.
+#
+# Each case is checked three ways, so a missing or broken daemon fails every
+# check rather than passing them vacuously.
+source "$(dirname "$0")/../lib.sh"
+
+mkdir -p "$T/nvme0" "$T/nvme1"
+BAD=$T/bad.conf
+
+# expect NAME LINE WHAT: run the daemon on $BAD (written by the caller) and
+# check status 2, the "tierfs: $BAD:LINE: WHAT" prefix, and no mount.
+expect() {
+	local name=$1 line=$2 what=$3 rc=0
+	local prefix="tierfs: $BAD:$line: $what"
+	if [ ! -x "$TIERFS_BIN" ]; then
+		echo "# $TIERFS_BIN: not built" >&2
+	fi
+	timeout -k 5 20 "$TIERFS_BIN" "$BAD" "$MNT" >"$T/out" 2>"$T/err" || rc=$?
+	if [ "$rc" -eq 2 ]; then ok "$name: exit status 2"; else
+		fail "$name: exit status $rc, want 2"
+		sed 's/^/#   /' "$T/err"
+	fi
+	# index(): the prefix holds paths and brackets, so no regex matching.
+	if awk -v p="$prefix" 'index($0, p) == 1 { found = 1 } END { exit !found }' "$T/err" &&
+		! grep -qE 'Sanitizer|runtime error' "$T/err"; then
+		ok "$name: message at line $line"
+	else
+		fail "$name: no stderr line starting with '$prefix'"
+		sed 's/^/#   /' "$T/err"
+	fi
+	if mountpoint -q "$MNT"; then
+		fail "$name: $MNT got mounted"
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	else
+		ok "$name: nothing mounted"
+	fi
+}
+
+cat >"$BAD" <<CONF
+[mount]
+block_size = 1M
+colour = blue
+[tier nvme0]
+type = posix
+path = $T/nvme0
+CONF
+expect "unknown key" 3 "key 'colour': "
+
+cat >"$BAD" <<CONF
+[tier nvme0]
+type = posix
+path = $T/nvme0
+
+[tiers fast]
+type = ram
+CONF
+expect "unknown section" 5 "section [tiers fast]: "
+
+cat >"$BAD" <<CONF
+[tier nvme0]
+type = posix
+path = $T/nvme0
+weight = 2
+weight = 3
+CONF
+expect "key given twice" 5 "key 'weight': "
+
+cat >"$BAD" <<CONF
+[tier ram]
+type = ram
+capacity = 8 gigabytes
+[tier nvme0]
+type = posix
+path = $T/nvme0
+CONF
+expect "bad size" 3 "key 'capacity': "
+
+cat >"$BAD" <<CONF
+[tier nvme0]
+type = posix
+path = $T/nvme0
+[mount]
+block_size = 1000K
+CONF
+expect "block_size not a power of two" 5 "key 'block_size': "
+
+cat >"$BAD" <<CONF
+[tier nvme0]
+type = posix
+path = $T/nvme0
+[tier bucket]
+type = s3
+CONF
+expect "s3 not supported" 5 "key 'type': tier type 's3' is not supported yet"
+
+cat >"$BAD" <<CONF
+[tier nvme0]
+type = posix
+# the directory is not there
+path = $T/does-not-exist
+CONF
+expect "missing tier directory" 4 "key 'path': $T/does-not-exist: No such file or directory"
+
+cat >"$BAD" <<CONF
+[tier nvme0]
+type = posix
+path = $T/nvme0
+[tier ram]
+type = ram
+capacity = 1G
+persistent = yes
+CONF
+expect "persistent ram tier" 7 "key 'persistent': a ram tier cannot be persistent"
+
+cat >"$BAD" <<CONF
+[tier nvme0]
+type = posix
+path = $T/nvme0
+
+[tier nvme0]
+type = posix
+path = $T/nvme1
+CONF
+expect "duplicate tier name" 5 "section [tier nvme0]: "
+
+cat >"$BAD" <<CONF
+[tier r1]
+type = ram
+capacity = 1G
+[tier r2]
+type = ram
+capacity = 1G
+[tier nvme0]
+type = posix
+path = $T/nvme0
+CONF
+expect "two ram tiers" 4 "section [tier r2]: only one ram tier is supported"
+
+cat >"$BAD" <<CONF
+[policy]
+stripe = nvme0, nvme9
+[tier nvme0]
+type = posix
+path = $T/nvme0
+CONF
+expect "stripe over unknown tier" 2 "key 'stripe': no tier named 'nvme9'"
+
+cat >"$BAD" <<CONF
+[tier nvme0]
+type = posix
+path = $T/nvme0
+[rule gradients]
+match = *_gradient_*.tensor.swp
+tier = fast
+persistent = no
+CONF
+expect "rule with unknown tier" 6 "key 'tier': rule 'gradients': no tier named 'fast'"
+
+cat >"$BAD" <<CONF
+[tier ram]
+type = ram
+capacity = 1G
+CONF
+expect "ram only without metadata" 1 "key 'metadata': "
+
+cat >"$BAD" <<CONF
+[tier nvme0]
+type = posix
+path = $T/nvme0
+this line is not ini
+CONF
+expect "syntax error" 4 ""
+
+cat >"$BAD" <<CONF
+
+[tier nvme0]
+path = $T/nvme0
+CONF
+expect "missing type" 2 "section [tier nvme0]: "
+
+cat >"$BAD" <<CONF
+[tier nvme0]
+type = posix
+path = $T/nvme0
+[mount]
+threads = 0
+CONF
+expect "threads out of range" 5 "key 'threads': "
+
+# An unreadable config file: the same exit status, and the file named.
+rc=0
+timeout -k 5 20 "$TIERFS_BIN" "$T/none.conf" "$MNT" >"$T/out" 2>"$T/err" || rc=$?
+check "missing config: exit status 2" test "$rc" -eq 2
+check "missing config: message" grep -qF "tierfs: $T/none.conf: cannot read: " "$T/err"
+check_fails "missing config: nothing mounted" mountpoint -q "$MNT"
+
+tap_exit

@@ -1,0 +1,608 @@
+/*
+ * tests/unit/test_config.c — config_load(): every key, the defaults, the
+ * implicit ram tier, value parsers, the example configs in scripts/conf/,
+ * and bad files, each checked for the exact "FILE:LINE: key 'x'" prefix.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "policy/config.h"
+
+static char tdir[256]; /* scratch: tier directories a, b, c and configs */
+static char cpath[PATH_MAX];
+static char err[1024];
+static struct config cfg;
+
+/* Write TEXT, with every "@D@" replaced by the scratch dir, to a config. */
+static void write_conf(const char *text)
+{
+	FILE *f;
+
+	snprintf(cpath, sizeof(cpath), "%s/test.conf", tdir);
+	f = fopen(cpath, "w");
+	assert_non_null(f);
+	for (const char *s = text; *s; s++) {
+		if (!strncmp(s, "@D@", 3)) {
+			fputs(tdir, f);
+			s += 2;
+		} else {
+			fputc(*s, f);
+		}
+	}
+	assert_int_equal(fclose(f), 0);
+}
+
+static int load(const char *text)
+{
+	write_conf(text);
+	memset(err, 0, sizeof(err));
+	return config_load(cpath, &cfg, err, sizeof(err));
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static int setup(void **state)
+{
+	char d[PATH_MAX];
+	(void)state;
+	snprintf(tdir, sizeof(tdir), "/tmp/tierfs-test-config.XXXXXX");
+	if (!mkdtemp(tdir))
+		return -1;
+	for (const char *n = "abc"; *n; n++) {
+		snprintf(d, sizeof(d), "%s/%c", tdir, *n);
+		if (mkdir(d, 0755) < 0)
+			return -1;
+	}
+	snprintf(d, sizeof(d), "%s/file", tdir);
+	FILE *f = fopen(d, "w");
+	if (!f)
+		return -1;
+	fclose(f);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return nftw(tdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- good files ------------------------------------------------------ */
+
+static void test_all_keys(void **state)
+{
+	(void)state;
+	int rc = load("; every key\n"
+		      "[mount]\n"
+		      "block_size = 4M\n"
+		      "metadata = /var/lib/tierfs-meta/\n"
+		      "sync_on_close = yes\n"
+		      "allow_other = on\n"
+		      "threads = 32\n"
+		      "dirty_ratio = 40\n"
+		      "flush_interval = 0.5\n"
+		      "\n"
+		      "[tier nvme0]\n"
+		      "type = posix\n"
+		      "path = @D@/a/\n"
+		      "capacity = 1.5G\n"
+		      "persistent = yes\n"
+		      "weight = 3\n"
+		      "direct = yes\n"
+		      "queue_depth = 32\n"
+		      "slab_size = 512M\n"
+		      "bandwidth = 2G/s\n"
+		      "bandwidth_write = 1G/s\n"
+		      "max_bandwidth = 3GiB/s\n"
+		      "[tier mem]\n"
+		      "type = ram\n"
+		      "capacity = 8g\n"
+		      "persistent = no\n"
+		      "[tier pfs]\n"
+		      "type = posix\n"
+		      "path = @D@/b\n"
+		      "capacity = 1T\n"
+		      "direct = no\n"
+		      "bandwidth = auto\n"
+		      "[tier scratch]\n"
+		      "type = posix\n"
+		      "path = @D@/c\n"
+		      "capacity = 10G\n"
+		      "persistent = no\n"
+		      "[policy]\n"
+		      "stripe = pfs, nvme0\n"
+		      "learn = no\n"
+		      "prefetch_depth = 0\n"
+		      "[rule gradients]\n"
+		      "match = *_gradient_*.tensor.swp\n"
+		      "tier = mem\n"
+		      "persistent = no\n"
+		      "[rule rest]\n"
+		      "match = /zero_stage_3/*\n"
+		      "tier = nvme0\n");
+	assert_int_equal(rc, 0);
+	assert_string_equal(err, "");
+	assert_int_equal(cfg.block_size, 4 << 20);
+	assert_string_equal(cfg.metadata, "/var/lib/tierfs-meta");
+	assert_true(cfg.sync_on_close);
+	assert_true(cfg.allow_other);
+	assert_int_equal(cfg.threads, 32);
+	assert_int_equal(cfg.dirty_ratio, 40);
+	assert_int_equal(cfg.flush_interval_ms, 500);
+
+	assert_int_equal(cfg.ntiers, 4);
+	assert_int_equal(cfg.ram_tier, 1);
+	struct conf_tier *t = &cfg.tiers[0];
+	char want[PATH_MAX];
+	snprintf(want, sizeof(want), "%s/a", tdir);
+	assert_string_equal(t->name, "nvme0");
+	assert_int_equal(t->kind, TIER_POSIX);
+	assert_string_equal(t->path, want);
+	assert_int_equal(t->capacity, 3ULL << 29);
+	assert_true(t->persistent);
+	assert_int_equal(t->weight, 3);
+	assert_int_equal(t->direct, 1);
+	assert_int_equal(t->queue_depth, 32);
+	assert_int_equal(t->slab_size, 512ULL << 20);
+	assert_int_equal(t->bandwidth_read, 2ULL << 30);
+	assert_int_equal(t->bandwidth_write, 1ULL << 30);
+	assert_int_equal(t->max_bandwidth, 3ULL << 30);
+	assert_false(t->implicit);
+	assert_int_equal(t->line, 11);
+
+	t = &cfg.tiers[1];
+	assert_string_equal(t->name, "mem");
+	assert_int_equal(t->kind, TIER_RAM);
+	assert_int_equal(t->capacity, 8ULL << 30);
+	assert_false(t->persistent);
+	assert_false(t->implicit);
+
+	t = &cfg.tiers[2];
+	assert_int_equal(t->direct, 0);
+	assert_int_equal(t->bandwidth_read, 0);
+	assert_int_equal(t->bandwidth_write, 0);
+	assert_int_equal(t->weight, 1);
+	assert_int_equal(t->queue_depth, 8);
+	assert_int_equal(t->slab_size, 1ULL << 30);
+	assert_false(cfg.tiers[3].persistent);
+
+	assert_int_equal(cfg.nstripe, 2);
+	assert_int_equal(cfg.stripe[0], 2);
+	assert_int_equal(cfg.stripe[1], 0);
+	assert_false(cfg.learn);
+	assert_int_equal(cfg.prefetch_depth, 0);
+
+	assert_int_equal(cfg.nrules, 2);
+	assert_string_equal(cfg.rules[0].name, "gradients");
+	assert_string_equal(cfg.rules[0].match, "*_gradient_*.tensor.swp");
+	assert_int_equal(cfg.rules[0].tier, 1);
+	assert_false(cfg.rules[0].persistent);
+	assert_int_equal(cfg.rules[0].line, 42);
+	assert_int_equal(cfg.rules[1].tier, 0);
+	assert_true(cfg.rules[1].persistent);
+}
+
+/* A posix-only file: defaults everywhere, ram tier synthesized last. */
+static void test_defaults_implicit_ram(void **state)
+{
+	(void)state;
+	assert_int_equal(load("[tier scratch]\ntype = posix\npath = @D@/c\npersistent = no\n"
+			      "[tier disk]\ntype = posix\npath = @D@/a\n"),
+			 0);
+	assert_int_equal(cfg.block_size, 1 << 20);
+	assert_false(cfg.sync_on_close);
+	assert_false(cfg.allow_other);
+	assert_int_equal(cfg.threads, 16);
+	assert_int_equal(cfg.dirty_ratio, 25);
+	assert_int_equal(cfg.flush_interval_ms, 1000);
+	assert_true(cfg.learn);
+	assert_int_equal(cfg.prefetch_depth, 64);
+	assert_int_equal(cfg.nrules, 0);
+
+	assert_int_equal(cfg.ntiers, 3);
+	assert_int_equal(cfg.ram_tier, 2);
+	struct conf_tier *r = &cfg.tiers[2];
+	assert_string_equal(r->name, "ram");
+	assert_int_equal(r->kind, TIER_RAM);
+	assert_int_equal(r->capacity, 256ULL << 20);
+	assert_true(r->implicit);
+	assert_false(r->persistent);
+
+	/* Metadata lives on the first persistent posix tier. */
+	char want[PATH_MAX];
+	snprintf(want, sizeof(want), "%s/a/.tierfs-meta", tdir);
+	assert_string_equal(cfg.metadata, want);
+
+	/* Capacity defaults to the free space where the tier lives. */
+	struct statvfs v;
+	assert_int_equal(statvfs(cfg.tiers[1].path, &v), 0);
+	uint64_t freeb = (uint64_t)v.f_bavail * v.f_frsize;
+	assert_true(cfg.tiers[1].capacity > 0);
+	assert_true(cfg.tiers[1].capacity <= freeb + (64ULL << 20));
+	assert_true(cfg.tiers[1].capacity + (64ULL << 20) >= freeb);
+	assert_true(cfg.tiers[1].persistent);
+
+	/* Default stripe: the persistent posix tiers only. */
+	assert_int_equal(cfg.nstripe, 1);
+	assert_int_equal(cfg.stripe[0], 1);
+}
+
+static void test_ram_only(void **state)
+{
+	(void)state;
+	assert_int_equal(
+	    load("[mount]\nmetadata = @D@/meta\n[tier m]\ntype = ram\ncapacity = 64M\n"), 0);
+	assert_int_equal(cfg.ntiers, 1);
+	assert_int_equal(cfg.ram_tier, 0);
+	assert_int_equal(cfg.nstripe, 0);
+	assert_false(cfg.tiers[0].implicit);
+}
+
+/* Comments, indentation, CRLF, inline ';' comments, a long path line: the
+ * lines after it must still be counted right. */
+static void test_syntax_and_line_numbers(void **state)
+{
+	(void)state;
+	char longdir[PATH_MAX], text[8192];
+	char l150[151];
+	memset(l150, 'L', 150);
+	l150[150] = '\0';
+	/* Two components: one may not exceed NAME_MAX. */
+	snprintf(longdir, sizeof(longdir), "%s/%s", tdir, l150);
+	if (mkdir(longdir, 0755) < 0)
+		fail_msg("mkdir %s: %s", longdir, strerror(errno));
+	strcat(longdir, "/");
+	strcat(longdir, l150);
+	if (mkdir(longdir, 0755) < 0)
+		fail_msg("mkdir %s: %s", longdir, strerror(errno));
+	snprintf(text, sizeof(text),
+		 "# comment\r\n"
+		 "; another\r\n"
+		 "[tier d]\r\n"
+		 "  type = posix   ; inline\r\n"
+		 "\tpath = %s\r\n"
+		 "[mount]\r\n"
+		 "threads = 0\r\n",
+		 longdir);
+	assert_int_equal(load(text), -EINVAL);
+	char want[PATH_MAX + 64];
+	snprintf(want, sizeof(want), "%s:7: key 'threads': ", cpath);
+	assert_memory_equal(err, want, strlen(want));
+	assert_true(strlen(longdir) > 300);
+	assert_int_equal(rmdir(longdir), 0);
+	*strrchr(longdir, '/') = '\0';
+	assert_int_equal(rmdir(longdir), 0);
+}
+
+static void test_cannot_read(void **state)
+{
+	(void)state;
+	char p[PATH_MAX + 32];
+	snprintf(p, sizeof(p), "%s/missing.conf", tdir);
+	assert_int_equal(config_load(p, &cfg, err, sizeof(err)), -ENOENT);
+	char want[PATH_MAX + 64];
+	snprintf(want, sizeof(want), "%s: cannot read: %s", p, strerror(ENOENT));
+	assert_string_equal(err, want);
+}
+
+static void test_parse_size(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		uint64_t v;
+	} good[] = {
+	    {"4096", 4096},
+	    {"0", 0},
+	    {"4k", 4096},
+	    {"4K", 4096},
+	    {"64M", 64ULL << 20},
+	    {"64MB", 64ULL << 20},
+	    {"64MiB", 64ULL << 20},
+	    {"64mib", 64ULL << 20},
+	    {"1.5G", 3ULL << 29},
+	    {"2 T", 2ULL << 40},
+	    {"512B", 512},
+	    {"0.5K", 512},
+	    {"16777215T", 16777215ULL << 40},
+	    {"18446744073709551615", UINT64_MAX},
+	};
+	static const char *const bad[] = {
+	    "",
+	    "-1",
+	    "+1",
+	    "M",
+	    "1.5",
+	    "1.",
+	    ".5K",
+	    "1X",
+	    "1KX",
+	    "1 K B",
+	    "1iB",
+	    "1Ki",
+	    "16777216T",
+	    "16384P",
+	    "18446744073709551616",
+	    "99999999999999999999999",
+	    "1K ",
+	    "0x10",
+	    "1e3",
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		uint64_t v = 12345;
+		if (config_parse_size(good[i].s, &v) != 0 || v != good[i].v)
+			fail_msg("size '%s': got %llu, want %llu", good[i].s, (unsigned long long)v,
+				 (unsigned long long)good[i].v);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t v;
+		if (config_parse_size(bad[i], &v) != -EINVAL)
+			fail_msg("size '%s' accepted", bad[i]);
+	}
+}
+
+static void test_parse_bandwidth_bool(void **state)
+{
+	(void)state;
+	uint64_t v;
+	assert_int_equal(config_parse_bandwidth("2G/s", &v), 0);
+	assert_int_equal(v, 2ULL << 30);
+	assert_int_equal(config_parse_bandwidth("500M/s", &v), 0);
+	assert_int_equal(v, 500ULL << 20);
+	assert_int_equal(config_parse_bandwidth("1.5 GiB/s", &v), 0);
+	assert_int_equal(v, 3ULL << 29);
+	assert_int_equal(config_parse_bandwidth("2GB/S", &v), 0);
+	assert_int_equal(v, 2ULL << 30);
+	static const char *const bad[] = {"2G", "/s", "2G/", "2G/m", "2G/s/s", "-1G/s", "auto", ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (config_parse_bandwidth(bad[i], &v) != -EINVAL)
+			fail_msg("bandwidth '%s' accepted", bad[i]);
+
+	static const char *const yes[] = {"yes", "YES", "true", "on", "1", "True"};
+	static const char *const no[] = {"no", "false", "OFF", "0"};
+	static const char *const neither[] = {"", "y", "2", "yess", "enable"};
+	bool b;
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		b = false;
+		assert_int_equal(config_parse_bool(yes[i], &b), 0);
+		assert_true(b);
+	}
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+		b = true;
+		assert_int_equal(config_parse_bool(no[i], &b), 0);
+		assert_false(b);
+	}
+	for (size_t i = 0; i < sizeof(neither) / sizeof(neither[0]); i++)
+		assert_int_equal(config_parse_bool(neither[i], &b), -EINVAL);
+}
+
+/* bandwidth_read/_write override bandwidth whatever the order. */
+static void test_bandwidth_keys(void **state)
+{
+	(void)state;
+	assert_int_equal(load("[tier d]\ntype = posix\npath = @D@/a\n"
+			      "bandwidth_read = 3G/s\nbandwidth = 1G/s\n"
+			      "[tier e]\ntype = posix\npath = @D@/b\nbandwidth = 1G/s\n"
+			      "max_bandwidth = none\n"),
+			 0);
+	assert_int_equal(cfg.tiers[0].bandwidth_read, 3ULL << 30);
+	assert_int_equal(cfg.tiers[0].bandwidth_write, 1ULL << 30);
+	assert_int_equal(cfg.tiers[1].bandwidth_read, 1ULL << 30);
+	assert_int_equal(cfg.tiers[1].bandwidth_write, 1ULL << 30);
+	assert_int_equal(cfg.tiers[1].max_bandwidth, 0);
+	assert_int_equal(cfg.tiers[0].line, 1);
+	assert_int_equal(cfg.tiers[1].line, 6);
+}
+
+/* ---- the example configs --------------------------------------------- */
+
+static const char *src_dir(void)
+{
+	const char *s = getenv("TIERFS_SRC");
+	if (!s || !*s) {
+		/* The test runs from the repository root. */
+		setenv("TIERFS_SRC", ".", 1);
+		s = getenv("TIERFS_SRC");
+	}
+	return s;
+}
+
+/* Load scripts/conf/NAME with every path/metadata value moved into the
+ * scratch directory (the real ones do not exist here). */
+static void load_example(const char *name)
+{
+	char in[PATH_MAX], line[PATH_MAX + 256], dir[PATH_MAX + 32];
+	static int seq;
+	FILE *f, *o;
+
+	snprintf(in, sizeof(in), "%s/scripts/conf/%s", src_dir(), name);
+	f = fopen(in, "r");
+	if (!f)
+		fail_msg("%s: %s (set TIERFS_SRC to the source tree)", in, strerror(errno));
+	snprintf(cpath, sizeof(cpath), "%s/%s", tdir, name);
+	o = fopen(cpath, "w");
+	assert_non_null(o);
+	int rewritten = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char key[64];
+		if (sscanf(line, " %63[a-z_] =", key) == 1 &&
+		    (!strcmp(key, "path") || !strcmp(key, "metadata"))) {
+			snprintf(dir, sizeof(dir), "%s/ex%d", tdir, seq++);
+			assert_int_equal(mkdir(dir, 0755), 0);
+			fprintf(o, "%s = %s\n", key, dir);
+			rewritten++;
+		} else {
+			fputs(line, o);
+		}
+	}
+	fclose(f);
+	assert_int_equal(fclose(o), 0);
+	assert_true(rewritten > 0);
+	if (config_load(cpath, &cfg, err, sizeof(err)) != 0)
+		fail_msg("%s: %s", name, err);
+}
+
+static void test_example_deepspeed(void **state)
+{
+	(void)state;
+	load_example("deepspeed.conf");
+	assert_int_equal(cfg.ntiers, 3);
+	assert_int_equal(cfg.tiers[cfg.ram_tier].capacity, 8ULL << 30);
+	assert_int_equal(cfg.nstripe, 2);
+	assert_int_equal(cfg.nrules, 1);
+	assert_int_equal(cfg.rules[0].tier, cfg.ram_tier);
+	assert_false(cfg.rules[0].persistent);
+	assert_true(cfg.tiers[config_tier_index(&cfg, "nvme0")].weight >
+		    cfg.tiers[config_tier_index(&cfg, "pfs")].weight);
+}
+
+static void test_example_local(void **state)
+{
+	(void)state;
+	load_example("local.conf");
+	assert_int_equal(cfg.ntiers, 2);
+	assert_int_equal(cfg.nstripe, 1);
+}
+
+static void test_example_ram_only(void **state)
+{
+	(void)state;
+	load_example("ram-only.conf");
+	assert_int_equal(cfg.ntiers, 1);
+	assert_int_equal(cfg.nstripe, 0);
+}
+
+/* ---- bad files ------------------------------------------------------- */
+
+struct bad {
+	const char *text;
+	int line;
+	const char *what;   /* "key 'x'" or "section [x]" or "" */
+	const char *reason; /* substring of the message after the prefix */
+};
+
+#define POSIX_A "[tier a]\ntype = posix\npath = @D@/a\n"
+
+static const struct bad bads[] = {
+    {"[mount]\nblock_size = 1M\nbogus = 1\n", 3, "key 'bogus'", "unknown key"},
+    {POSIX_A "[mounts]\nthreads = 2\n", 4, "section [mounts]", "unknown section"},
+    {POSIX_A "weight = 2\nweight = 3\n", 5, "key 'weight'", "given twice"},
+    {"[tier r]\ntype = ram\ncapacity = 12XB\n", 3, "key 'capacity'", "not a size"},
+    {"[tier r]\ntype = ram\ncapacity = -1G\n", 3, "key 'capacity'", "not a size"},
+    {POSIX_A "[mount]\nblock_size = 3000\n", 5, "key 'block_size'", "power of two"},
+    {POSIX_A "[mount]\nblock_size = 128M\n", 5, "key 'block_size'", "power of two"},
+    {"[tier s]\ntype = s3\n", 2, "key 'type'", "tier type 's3' is not supported yet"},
+    {"[tier d]\ntype = posix\npath = @D@/nope\n", 3, "key 'path'",
+     "/nope: No such file or directory"},
+    {"[tier d]\ntype = posix\npath = @D@/file\n", 3, "key 'path'", "/file: Not a directory"},
+    {POSIX_A "[tier r]\ntype = ram\ncapacity = 1G\npersistent = yes\n", 7, "key 'persistent'",
+     "a ram tier cannot be persistent"},
+    {POSIX_A "\n[tier a]\ntype = posix\npath = @D@/b\n", 5, "section [tier a]",
+     "duplicate tier name"},
+    {"[tier r1]\ntype = ram\ncapacity = 1G\n[tier r2]\ntype = ram\ncapacity = 1G\n", 4,
+     "section [tier r2]", "only one ram tier is supported"},
+    {POSIX_A "[policy]\nlearn = yes\nstripe = a, b\n", 6, "key 'stripe'", "no tier named 'b'"},
+    {POSIX_A "[tier r]\ntype = ram\ncapacity = 1G\n[policy]\nstripe = a r\n", 8, "key 'stripe'",
+     "tier 'r'"},
+    {"[policy]\nstripe = a\n" POSIX_A "persistent = no\n", 2, "key 'stripe'",
+     "tier 'a' is not persistent"},
+    {"[rule g]\nmatch = *.swp\ntier = fast\n" POSIX_A, 3, "key 'tier'",
+     "rule 'g': no tier named 'fast'"},
+    {POSIX_A "\n[rule g]\ntier = a\n", 5, "section [rule g]", "missing required key 'match'"},
+    {"[tier r]\ntype = ram\ncapacity = 1G\n", 1, "key 'metadata'",
+     "required when no posix tier is configured"},
+    {"# ram only\n[mount]\nthreads = 4\n[tier r]\ntype = ram\ncapacity = 1G\n", 2, "key 'metadata'",
+     "required when no posix tier is configured"},
+    {POSIX_A "[mount]\nthreads = 257\n", 5, "key 'threads'", "1 to 256"},
+    {POSIX_A "[mount]\nflush_interval = 0\n", 5, "key 'flush_interval'", "more than 0"},
+    {POSIX_A "[mount]\nflush_interval = 3601\n", 5, "key 'flush_interval'", "3600"},
+    {POSIX_A "[mount]\ndirty_ratio = 0\n", 5, "key 'dirty_ratio'", "1 to 100"},
+    {POSIX_A "[policy]\nprefetch_depth = 65537\n", 5, "key 'prefetch_depth'", "0 to 65536"},
+    {POSIX_A "just some words\n", 4, "", "syntax error"},
+    {"type = posix\n", 1, "key 'type'", "outside any section"},
+    {"[tier x]\npath = @D@/a\n", 1, "section [tier x]", "missing required key 'type'"},
+    {"\n[tier x]\ntype = ram\n[mount]\nmetadata = /m\n", 2, "section [tier x]",
+     "missing required key 'capacity'"},
+    {"[tier x]\ntype = posix\ncapacity = 1G\n", 1, "section [tier x]",
+     "missing required key 'path'"},
+    {"[tier x]\ntype = posix\npath = a\n", 3, "key 'path'", "absolute"},
+    {POSIX_A "slab_size = 1536K\n", 4, "key 'slab_size'", "multiple of block_size"},
+    {POSIX_A "bandwidth = 2G\n", 4, "key 'bandwidth'", "not auto or a bandwidth"},
+    {POSIX_A "direct = maybe\n", 4, "key 'direct'", "auto, yes or no"},
+    {POSIX_A "weight = 0\n", 4, "key 'weight'", "at least 1"},
+    {POSIX_A "queue_depth = 1025\n", 4, "key 'queue_depth'", "1 to 1024"},
+    {"[tier bad/name]\ntype = ram\n", 1, "section [tier bad/name]", "tier name"},
+    {"[tier abcdefghijabcdefghijabcdefghij12]\ntype = ram\n", 1, "section [tier", "tier name"},
+    {POSIX_A "[mount]\n[mount]\n", 5, "section [mount]", "given twice"},
+    {POSIX_A "[tier r]\ntype = ram\ncapacity = 1G\npath = @D@/b\n", 7, "key 'path'",
+     "only posix tiers"},
+    {POSIX_A "[mount]\nsync_on_close = maybe\n", 5, "key 'sync_on_close'", "yes or no"},
+    {POSIX_A "[rule a]\nmatch = x\ntier = a\n[rule a]\n", 7, "section [rule a]", "duplicate"},
+    {POSIX_A "[rule z]\nmatch = dir/*.swp\ntier = a\n", 5, "key 'match'", "'/'"},
+    {POSIX_A "[tier b]\ntype = posix\npath = @D@/a/.\n", 6, "key 'path'", "same directory"},
+};
+
+static void test_bad(void **state)
+{
+	const struct bad *b = *state;
+	char want[PATH_MAX + 128];
+
+	int rc = load(b->text);
+	if (rc != -EINVAL)
+		fail_msg("rc %d, want -EINVAL; config:\n%s", rc, b->text);
+	snprintf(want, sizeof(want), "%s:%d: %s", cpath, b->line, b->what);
+	if (strncmp(err, want, strlen(want)) != 0)
+		fail_msg("message '%s' does not start with '%s'", err, want);
+	if (!strstr(err + strlen(want), b->reason))
+		fail_msg("message '%s' does not contain '%s'", err, b->reason);
+	if (b->what[0] && (b->what[0] == 'k' || strchr(b->what, ']'))) {
+		/* the full prefix is followed by ": " */
+		if (strncmp(err + strlen(want), ": ", 2) != 0)
+			fail_msg("message '%s': no ': ' after '%s'", err, want);
+	}
+}
+
+int main(void)
+{
+	enum { NBAD = sizeof(bads) / sizeof(bads[0]) };
+	static char names[NBAD][48];
+	struct CMUnitTest tests[16 + NBAD];
+	size_t n = 0;
+
+#define T(f) tests[n++] = (struct CMUnitTest)cmocka_unit_test(f)
+	T(test_all_keys);
+	T(test_defaults_implicit_ram);
+	T(test_ram_only);
+	T(test_syntax_and_line_numbers);
+	T(test_cannot_read);
+	T(test_parse_size);
+	T(test_parse_bandwidth_bool);
+	T(test_bandwidth_keys);
+	T(test_example_deepspeed);
+	T(test_example_local);
+	T(test_example_ram_only);
+	for (size_t i = 0; i < NBAD; i++) {
+		snprintf(names[i], sizeof(names[i]), "test_bad_%02zu_line%d", i, bads[i].line);
+		tests[n] = (struct CMUnitTest){names[i], test_bad, NULL, NULL, (void *)&bads[i]};
+		n++;
+	}
+	return _cmocka_run_group_tests("config", tests, n, setup, teardown);
+}
