@@ -75,8 +75,16 @@ remount() {
 }
 
 # tree_sums DIR: one line per entry under DIR, sorted, that changes when any
-# content, size, mode, type, symlink target or directory changes.
+# content, size, mode, owner, mtime (seconds), type, symlink target, user
+# xattr or directory changes. Skips the .tierfs control view and tierfs's own
+# user.tierfs.* attributes.
 tree_sums() {
-	(cd "$1" && find . -mindepth 1 ! -path './.tierfs*' -printf '%y %m %s %p -> %l\n' | sort &&
-		find . -type f ! -path './.tierfs*' -print0 | sort -z | xargs -0 -r sha256sum)
+	(
+		cd "$1" || exit 1
+		find . -mindepth 1 ! -path './.tierfs*' \( -type d -printf 'd %m %U:%G %p\n' \) -o \
+			\( -type l -printf 'l %p -> %l\n' \) -o -printf '%y %m %s %Ts %U:%G %p\n' | sort
+		find . -type f ! -path './.tierfs*' -print0 | sort -z | xargs -0 -r sha256sum
+		find . -mindepth 1 ! -path './.tierfs*' ! -type l -print0 | sort -z |
+			xargs -0 -r getfattr -h -d -e hex 2>/dev/null | grep -v '^user\.tierfs\.'
+	)
 }
