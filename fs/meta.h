@@ -37,8 +37,8 @@ struct meta_inode {
 	uint64_t size;
 	uint32_t mode, uid, gid, nlink;
 	uint32_t rdev;
-	int32_t pin_tier;  /* tier id pinned by user.tierfs.pin, -1 none */
-	uint32_t flags;	   /* META_F_* */
+	int32_t pin_tier; /* tier id pinned by user.tierfs.pin, -1 none */
+	uint32_t flags;	  /* META_F_* */
 	uint32_t pad;
 	int64_t atime_sec, mtime_sec, ctime_sec;
 	uint32_t atime_nsec, mtime_nsec, ctime_nsec;
@@ -98,8 +98,8 @@ int meta_dir_iter(struct meta_txn *t, uint64_t parent,
  * -ENODATA if absent, -ERANGE if SIZE is too small. */
 int meta_xattr_get(struct meta_txn *t, uint64_t ino, const char *name, void *buf, size_t size);
 /* FLAGS: 0, XATTR_CREATE (-EEXIST if present), XATTR_REPLACE (-ENODATA if absent). */
-int meta_xattr_set(struct meta_txn *t, uint64_t ino, const char *name, const void *val,
-		   size_t len, int flags);
+int meta_xattr_set(struct meta_txn *t, uint64_t ino, const char *name, const void *val, size_t len,
+		   int flags);
 /* Names as "a\0b\0"; returns total length, -ERANGE if SIZE (nonzero) is too small. */
 int meta_xattr_list(struct meta_txn *t, uint64_t ino, char *buf, size_t size);
 int meta_xattr_del(struct meta_txn *t, uint64_t ino, const char *name); /* -ENODATA */
@@ -116,7 +116,8 @@ int meta_block_iter(struct meta_txn *t, uint64_t ino, uint64_t from,
 		    int (*fn)(uint64_t idx, const struct meta_block *b, void *arg), void *arg);
 /* Every block record of every inode (mount-time slot accounting). */
 int meta_block_iter_all(struct meta_txn *t,
-			int (*fn)(uint64_t ino, uint64_t idx, const struct meta_block *b, void *arg),
+			int (*fn)(uint64_t ino, uint64_t idx, const struct meta_block *b,
+				  void *arg),
 			void *arg);
 
 #endif

@@ -1,0 +1,1047 @@
+/*
+ * fs/cache.c — the RAM tier as a write-back block cache in front of the
+ * persistent tiers, and the flusher that makes blocks durable.
+ *
+ * Every block a request touches is brought into a cache entry whose buffer
+ * is a slot of the RAM tier; reads are answered with fuse_reply_iov straight
+ * from those buffers (no copy in the daemon), writes are copied into them
+ * and complete at once. Dirty entries are written back by the flusher in
+ * the background, by fsync, and at unmount.
+ *
+ * Why the durable slot of a block is chosen when the block is first
+ * written, not when it is flushed: a full tier must fail the write that
+ * would overflow it (ENOSPC to the writer), never a background write-back
+ * of data the writer was already told is safe. Blocks are rewritten in
+ * place afterwards; a torn rewrite is caught by the checksum (EIO, never
+ * wrong bytes).
+ *
+ * Blocks whose home is the RAM tier (a rule or pin naming it) stay in RAM
+ * ("pinned") up to pin_limit and get a durable slot only when memory
+ * pressure spills them, or for persistent files when fsync/unmount asks.
+ *
+ * Locking: fs->lock guards everything here (see fs/fs.h); block data is
+ * copied and moved to tiers with the lock dropped and the entry referenced.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "fs/fs.h"
+
+/* Pending block-map updates, committed to LMDB by cache_commit. */
+struct pend {
+	uint64_t ino, idx;
+};
+static struct pend *g_pend;
+static size_t g_npend, g_pend_cap;
+
+static void now_ts(int64_t *sec, uint32_t *nsec)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	*sec = ts.tv_sec;
+	*nsec = (uint32_t)ts.tv_nsec;
+}
+
+static int pend_add(uint64_t ino, uint64_t idx)
+{
+	if (g_npend == g_pend_cap) {
+		size_t n = g_pend_cap ? g_pend_cap * 2 : 1024;
+		struct pend *p = realloc(g_pend, n * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		g_pend = p;
+		g_pend_cap = n;
+	}
+	g_pend[g_npend++] = (struct pend){ino, idx};
+	return 0;
+}
+
+static void defer_free(struct fs *fs, uint16_t tier, uint64_t slot)
+{
+	if (fs->nfreed == fs->freed_cap) {
+		size_t n = fs->freed_cap ? fs->freed_cap * 2 : 256;
+		struct freed_slot *f = realloc(fs->freed, n * sizeof(*f));
+		if (!f) {
+			/* Leaking one slot until the next mount beats freeing a slot
+			 * the committed map may still name. */
+			TFS_LOG("tier %s: slot %llu leaked until remount (out of memory)",
+				tier_name(fs->tiers[tier]), (unsigned long long)slot);
+			return;
+		}
+		fs->freed = f;
+		fs->freed_cap = n;
+	}
+	fs->freed[fs->nfreed++] = (struct freed_slot){tier, slot};
+}
+
+/* ---- LRU ---------------------------------------------------------------- */
+
+static void lru_unlink(struct fs *fs, struct centry *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		fs->lru_head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		fs->lru_tail = e->prev;
+	e->prev = e->next = NULL;
+}
+
+static void lru_push(struct fs *fs, struct centry *e)
+{
+	e->prev = NULL;
+	e->next = fs->lru_head;
+	if (fs->lru_head)
+		fs->lru_head->prev = e;
+	fs->lru_head = e;
+	if (!fs->lru_tail)
+		fs->lru_tail = e;
+}
+
+static void touch(struct fs *fs, struct centry *e)
+{
+	e->stamp = ++fs->clock;
+	if (fs->lru_head != e) {
+		lru_unlink(fs, e);
+		lru_push(fs, e);
+	}
+}
+
+/* ---- entries ------------------------------------------------------------ */
+
+static void entry_release_slot(struct fs *fs, struct centry *e)
+{
+	tier_free(fs->tiers[fs->ram], e->slot);
+	fs->ncached--;
+	if (e->pinned)
+		fs->npinned--;
+	free(e);
+}
+
+/* Detach an entry from its block and free it. Lock held, refs == 0. */
+static void entry_drop(struct fs *fs, struct centry *e)
+{
+	struct inode *in = e->inode;
+	if (in && e->idx < in->nblocks && in->blocks[e->idx].ce == e)
+		in->blocks[e->idx].ce = NULL;
+	if (e->dirty) {
+		fs->ndirty--;
+		in->ndirty--;
+	}
+	lru_unlink(fs, e);
+	entry_release_slot(fs, e);
+}
+
+static bool evictable(const struct centry *e, bool allow_pinned)
+{
+	return e->refs == 0 && e->state == CE_VALID && !e->dirty && !e->flushing &&
+	       (allow_pinned || !e->pinned);
+}
+
+/* The least recently used clean entry nobody holds, pinned ones last. */
+static struct centry *pick_victim(struct fs *fs)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (struct centry *e = fs->lru_tail; e; e = e->prev)
+			if (evictable(e, pass == 1))
+				return e;
+	return NULL;
+}
+
+static bool any_flushable(struct fs *fs)
+{
+	for (struct centry *e = fs->lru_tail; e; e = e->prev)
+		if ((e->dirty && !e->flushing) || e->flushing || e->state == CE_LOADING)
+			return true;
+	return false;
+}
+
+/* A free RAM slot for a new entry, evicting or waiting for write-back.
+ * Lock held; may drop it while waiting. */
+static int entry_alloc(struct fs *fs, struct centry **out)
+{
+	for (;;) {
+		int64_t slot = tier_alloc(fs->tiers[fs->ram]);
+		if (slot >= 0) {
+			struct centry *e = calloc(1, sizeof(*e));
+			if (!e) {
+				tier_free(fs->tiers[fs->ram], (uint64_t)slot);
+				return -ENOMEM;
+			}
+			e->slot = (uint64_t)slot;
+			e->buf = tier_ram_ptr(fs->tiers[fs->ram], (uint64_t)slot);
+			fs->ncached++;
+			*out = e;
+			return 0;
+		}
+		struct centry *v = pick_victim(fs);
+		if (v) {
+			atomic_fetch_add(&fs->stats.evictions, 1);
+			entry_drop(fs, v);
+			continue;
+		}
+		if (!any_flushable(fs)) {
+			/* Every entry is held by a request in flight, or dirty
+			 * with nowhere to go: report it rather than hang. */
+			TFS_LOG("cache: no RAM block can be freed (%llu cached, %llu dirty)",
+				(unsigned long long)fs->ncached, (unsigned long long)fs->ndirty);
+			return -ENOSPC;
+		}
+		fs->reclaim_waiters++;
+		pthread_cond_signal(&fs->flusher_cond);
+		pthread_cond_wait(&fs->cond, &fs->lock);
+		fs->reclaim_waiters--;
+	}
+}
+
+static bool tier_full(struct fs *fs, int t)
+{
+	return tier_slots_used(fs->tiers[t]) >= tier_slots_total(fs->tiers[t]);
+}
+
+/* Give block IDX of IN a slot on a persistent tier. Lock held. */
+static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
+{
+	struct blk *b = &in->blocks[idx];
+	if (b->tier != TIER_NONE)
+		return 0;
+	int pref = in->home;
+	if (pref < 0 || !tier_persistent(fs->tiers[pref]))
+		pref = fs->stripe.n ? stripe_tier(&fs->stripe, in->ino, idx) : -1;
+	if (pref < 0)
+		return -ENOSPC; /* no persistent tier at all: RAM is all there is */
+	bool full[CONF_MAX_TIERS] = {0};
+	for (int tries = 0; tries < CONF_MAX_TIERS * 2; tries++) {
+		for (int i = 0; i < fs->conf.ntiers; i++)
+			full[i] = full[i] || !tier_persistent(fs->tiers[i]) || tier_full(fs, i);
+		int t = placement_spill(&fs->conf, &fs->stripe, pref, full);
+		if (t < 0)
+			return t;
+		int64_t slot = tier_alloc(fs->tiers[t]);
+		if (slot >= 0) {
+			b->tier = (uint16_t)t;
+			b->slot = (uint64_t)slot;
+			b->csum = 0;
+			return 0;
+		}
+		full[t] = true;
+	}
+	return -ENOSPC;
+}
+
+enum get_mode {
+	GET_READ,	/* existing data or a hole (NULL) */
+	GET_WRITE_PART, /* will be partly overwritten: needs its data */
+	GET_WRITE_FULL, /* will be fully overwritten: contents do not matter */
+};
+
+/* Reference the cached entry of block IDX, loading it when needed. Lock
+ * held (dropped while loading). *out is NULL for a hole with GET_READ. */
+static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
+		     struct centry **out)
+{
+	int rc = fs_map_reserve(fs, in, idx + 1);
+	if (rc)
+		return rc;
+	for (;;) {
+		struct blk *b = &in->blocks[idx];
+		struct centry *e = b->ce;
+		if (e) {
+			if (e->state == CE_LOADING) {
+				pthread_cond_wait(&fs->cond, &fs->lock);
+				continue;
+			}
+			atomic_fetch_add(&fs->stats.hits, 1);
+			touch(fs, e);
+			e->refs++;
+			*out = e;
+			return 0;
+		}
+		if (b->tier == TIER_NONE && mode == GET_READ) {
+			*out = NULL;
+			return 0;
+		}
+		bool pin = false;
+		if (b->tier == TIER_NONE) {
+			if (in->home == fs->ram && fs->npinned < fs->pin_limit)
+				pin = true;
+			else if ((rc = assign_durable(fs, in, idx)))
+				return rc;
+		}
+		if ((rc = entry_alloc(fs, &e)))
+			return rc;
+		b = &in->blocks[idx]; /* the lock was maybe dropped: re-check */
+		if (b->ce) {
+			entry_release_slot(fs, e);
+			continue;
+		}
+		e->inode = in;
+		e->idx = idx;
+		e->refs = 1;
+		e->pinned = pin || (in->home == fs->ram && b->tier == TIER_NONE);
+		if (e->pinned && !pin)
+			fs->npinned++;
+		else if (pin)
+			fs->npinned++;
+		b->ce = e;
+		lru_push(fs, e);
+		e->stamp = ++fs->clock;
+		if (mode == GET_WRITE_FULL) {
+			e->state = CE_VALID;
+			*out = e;
+			return 0;
+		}
+		/* Load (or zero) outside the lock; others wait on CE_LOADING. */
+		e->state = CE_LOADING;
+		uint16_t tier = b->tier;
+		uint64_t slot = b->slot, csum = b->csum;
+		bool written = tier != TIER_NONE && (csum != 0 || b->ce == NULL);
+		pthread_mutex_unlock(&fs->lock);
+		if (tier == TIER_NONE || !written) {
+			memset(e->buf, 0, fs->bs);
+			rc = 0;
+		} else {
+			atomic_fetch_add(&fs->stats.misses, 1);
+			rc = tier_rw(fs->tiers[tier], TIER_OP_READ, TIER_PRIO_DEMAND, slot, e->buf,
+				     &csum);
+		}
+		pthread_mutex_lock(&fs->lock);
+		if (rc) {
+			char path[PATH_MAX];
+			if (fs_inode_path(fs, in->ino, path, sizeof(path)))
+				snprintf(path, sizeof(path), "inode %llu",
+					 (unsigned long long)in->ino);
+			TFS_LOG("%s: block %llu on tier %s slot %llu: read failed: %s", path,
+				(unsigned long long)idx, tier_name(fs->tiers[tier]),
+				(unsigned long long)slot, strerror(-rc));
+			e->refs--;
+			entry_drop(fs, e);
+			pthread_cond_broadcast(&fs->cond);
+			return rc;
+		}
+		e->state = CE_VALID;
+		pthread_cond_broadcast(&fs->cond);
+		*out = e;
+		return 0;
+	}
+}
+
+static void entry_put(struct fs *fs, struct centry *e)
+{
+	if (--e->refs == 0 && fs->reclaim_waiters)
+		pthread_cond_broadcast(&fs->cond);
+}
+
+/* ---- data path ---------------------------------------------------------- */
+
+int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_req_t req)
+{
+	pthread_mutex_lock(&fs->lock);
+	uint64_t size = in->attr.size;
+	if (off >= size || len == 0) {
+		pthread_mutex_unlock(&fs->lock);
+		return fuse_reply_buf(req, NULL, 0) ? -EIO : 0;
+	}
+	if (len > size - off)
+		len = size - off;
+	int rc = fs_inode_load_map(fs, in);
+	if (rc) {
+		pthread_mutex_unlock(&fs->lock);
+		return rc;
+	}
+	uint64_t first = off / fs->bs, last = (off + len - 1) / fs->bs;
+	size_t n = (size_t)(last - first + 1);
+	struct iovec stack_iov[32];
+	struct centry *stack_ents[32];
+	struct iovec *iov = n <= 32 ? stack_iov : calloc(n, sizeof(*iov));
+	struct centry **ents = n <= 32 ? stack_ents : calloc(n, sizeof(*ents));
+	if (!iov || !ents) {
+		rc = -ENOMEM;
+		n = 0;
+		goto out;
+	}
+	size_t got = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t idx = first + i;
+		uint64_t boff = i == 0 ? off % fs->bs : 0;
+		uint64_t blen = fs->bs - boff;
+		if (blen > len - got)
+			blen = len - got;
+		ents[i] = NULL;
+		rc = entry_get(fs, in, idx, GET_READ, &ents[i]);
+		if (rc) {
+			n = i;
+			goto out;
+		}
+		iov[i].iov_base = (char *)(ents[i] ? ents[i]->buf : fs->zero) + boff;
+		iov[i].iov_len = blen;
+		got += blen;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	/* The reply copies into the kernel before returning: the references
+	 * keep the buffers in place until then. */
+	int r = fuse_reply_iov(req, iov, (int)n);
+	pthread_mutex_lock(&fs->lock);
+	rc = r ? -EIO : 0;
+	if (rc == 0) {
+		/* Replied already: report success to the caller. */
+		for (size_t i = 0; i < n; i++)
+			if (ents[i])
+				entry_put(fs, ents[i]);
+		pthread_mutex_unlock(&fs->lock);
+		if (iov != stack_iov)
+			free(iov);
+		if (ents != stack_ents)
+			free(ents);
+		return 1;
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		if (ents && ents[i])
+			entry_put(fs, ents[i]);
+	pthread_mutex_unlock(&fs->lock);
+	if (iov != stack_iov)
+		free(iov);
+	if (ents != stack_ents)
+		free(ents);
+	return rc;
+}
+
+int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len)
+{
+	pthread_mutex_lock(&fs->lock);
+	int rc = fs_inode_load_map(fs, in);
+	size_t done = 0;
+	while (!rc && done < len) {
+		uint64_t pos = off + done;
+		uint64_t idx = pos / fs->bs, boff = pos % fs->bs;
+		size_t blen = fs->bs - boff;
+		if (blen > len - done)
+			blen = len - done;
+		bool full = boff == 0 && blen == fs->bs;
+		struct centry *e;
+		rc = entry_get(fs, in, idx, full ? GET_WRITE_FULL : GET_WRITE_PART, &e);
+		if (rc)
+			break;
+		/* A block being written back must not change under the write:
+		 * its checksum is computed over what goes out. */
+		while (e->flushing)
+			pthread_cond_wait(&fs->cond, &fs->lock);
+		if (!e->dirty) {
+			e->dirty = true;
+			fs->ndirty++;
+			in->ndirty++;
+		}
+		pthread_mutex_unlock(&fs->lock);
+		memcpy((char *)e->buf + boff, buf + done, blen);
+		pthread_mutex_lock(&fs->lock);
+		entry_put(fs, e);
+		done += blen;
+		if (off + done > in->attr.size)
+			in->attr.size = off + done;
+	}
+	if (done) {
+		now_ts(&in->attr.mtime_sec, &in->attr.mtime_nsec);
+		in->attr.ctime_sec = in->attr.mtime_sec;
+		in->attr.ctime_nsec = in->attr.mtime_nsec;
+		in->attr.mode &= ~(uint32_t)(S_ISUID | S_ISGID);
+		in->attr_dirty = true;
+	}
+	if (fs->ndirty > fs->dirty_limit)
+		pthread_cond_signal(&fs->flusher_cond);
+	pthread_mutex_unlock(&fs->lock);
+	return done ? (int)done : rc;
+}
+
+/* Drop blocks at and beyond NEWBLOCKS. Lock held; the tail of a partial last
+ * block was zeroed by the caller through cache_write. */
+static int drop_blocks_from(struct fs *fs, struct inode *in, uint64_t from)
+{
+	for (uint64_t i = from; i < in->nblocks; i++) {
+		struct blk *b = &in->blocks[i];
+		while (b->ce && (b->ce->flushing || b->ce->state == CE_LOADING || b->ce->refs)) {
+			pthread_cond_wait(&fs->cond, &fs->lock);
+			b = &in->blocks[i];
+		}
+		if (b->ce)
+			entry_drop(fs, b->ce);
+		if (b->tier != TIER_NONE) {
+			defer_free(fs, b->tier, b->slot);
+			int rc = pend_add(in->ino, i);
+			if (rc)
+				return rc;
+			b->tier = TIER_NONE;
+		}
+	}
+	return 0;
+}
+
+int cache_truncate(struct fs *fs, struct inode *in, uint64_t size)
+{
+	int rc = fs_inode_load_map(fs, in);
+	if (rc)
+		return rc;
+	if (size < in->attr.size) {
+		rc = drop_blocks_from(fs, in, (size + fs->bs - 1) / fs->bs);
+		if (rc)
+			return rc;
+	}
+	in->attr.size = size;
+	in->attr_dirty = true;
+	return 0;
+}
+
+int cache_forget_inode(struct fs *fs, struct inode *in)
+{
+	int rc = fs_inode_load_map(fs, in);
+	if (rc)
+		return rc;
+	/* The block records went with the inode's LMDB record: free now. */
+	for (uint64_t i = 0; i < in->nblocks; i++) {
+		struct blk *b = &in->blocks[i];
+		while (b->ce && (b->ce->flushing || b->ce->state == CE_LOADING || b->ce->refs)) {
+			pthread_cond_wait(&fs->cond, &fs->lock);
+			b = &in->blocks[i];
+		}
+		if (b->ce)
+			entry_drop(fs, b->ce);
+		if (b->tier != TIER_NONE)
+			defer_free(fs, b->tier, b->slot);
+		b->tier = TIER_NONE;
+	}
+	return 0;
+}
+
+/* Bytes of IN per tier as users see them: a block only in RAM (dirty, or
+ * at home there) counts for the RAM tier. Lock held. Returns the total. */
+uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes)
+{
+	memset(bytes, 0, sizeof(uint64_t) * CONF_MAX_TIERS);
+	if (fs_inode_load_map(fs, in))
+		return 0;
+	uint64_t total = 0;
+	for (uint64_t i = 0; i < in->nblocks && i * fs->bs < in->attr.size; i++) {
+		struct blk *b = &in->blocks[i];
+		int t;
+		if (b->ce &&
+		    (b->ce->pinned || (b->ce->dirty && b->csum == 0) || b->tier == TIER_NONE))
+			t = fs->ram;
+		else if (b->tier != TIER_NONE)
+			t = b->tier;
+		else
+			continue;
+		uint64_t n = in->attr.size - i * fs->bs;
+		if (n > fs->bs)
+			n = fs->bs;
+		bytes[t] += n;
+		total += n;
+	}
+	return total;
+}
+
+/* ---- write-back --------------------------------------------------------- */
+
+struct flush_batch {
+	struct fs *fs;
+	unsigned inflight; /* guarded by fs->lock */
+	int err;
+};
+
+struct flush_io {
+	struct tier_io io;
+	struct centry *e;
+	struct flush_batch *batch;
+};
+
+static void flush_done(struct tier_io *io)
+{
+	struct flush_io *f = (struct flush_io *)io;
+	struct fs *fs = f->batch->fs;
+	struct centry *e = f->e;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in = e->inode;
+	struct blk *b = &in->blocks[e->idx];
+	e->flushing = false;
+	in->nflushing--;
+	if (io->result) {
+		char path[PATH_MAX];
+		if (fs_inode_path(fs, in->ino, path, sizeof(path)))
+			snprintf(path, sizeof(path), "inode %llu", (unsigned long long)in->ino);
+		TFS_LOG("%s: block %llu: write-back to tier %s slot %llu failed: %s", path,
+			(unsigned long long)e->idx, tier_name(io->tier),
+			(unsigned long long)io->slot, strerror(-io->result));
+		if (!e->dirty) {
+			e->dirty = true;
+			fs->ndirty++;
+			in->ndirty++;
+		}
+		f->batch->err = io->result;
+	} else {
+		b->csum = io->csum;
+		if (pend_add(in->ino, e->idx))
+			f->batch->err = -ENOMEM;
+		atomic_fetch_add(&fs->stats.flushes, 1);
+		atomic_fetch_add(&fs->stats.flush_bytes, fs->bs);
+	}
+	e->refs--;
+	f->batch->inflight--;
+	pthread_cond_broadcast(&fs->cond);
+	pthread_mutex_unlock(&fs->lock);
+	free(f);
+}
+
+/* Start writing back E. Lock held; returns with it held. The entry must be
+ * dirty, not flushing and not being written. */
+static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch,
+		       enum tier_prio prio)
+{
+	struct inode *in = e->inode;
+	int rc = assign_durable(fs, in, e->idx);
+	if (rc)
+		return rc;
+	struct blk *b = &in->blocks[e->idx];
+	struct flush_io *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	if (e->pinned) {
+		/* It leaves RAM's care: now an ordinary cached block. */
+		e->pinned = false;
+		fs->npinned--;
+	}
+	e->flushing = true;
+	e->dirty = false;
+	fs->ndirty--;
+	in->ndirty--;
+	in->nflushing++;
+	e->refs++;
+	batch->inflight++;
+	f->e = e;
+	f->batch = batch;
+	f->io.op = TIER_OP_WRITE;
+	f->io.prio = prio;
+	f->io.slot = b->slot;
+	f->io.buf = e->buf;
+	f->io.done = flush_done;
+	struct tier *t = fs->tiers[b->tier];
+	pthread_mutex_unlock(&fs->lock);
+	rc = tier_submit(t, &f->io);
+	pthread_mutex_lock(&fs->lock);
+	if (rc) {
+		f->io.result = rc;
+		f->io.tier = t;
+		pthread_mutex_unlock(&fs->lock);
+		flush_done(&f->io);
+		pthread_mutex_lock(&fs->lock);
+	}
+	return 0;
+}
+
+static void batch_wait(struct fs *fs, struct flush_batch *batch)
+{
+	while (batch->inflight)
+		pthread_cond_wait(&fs->cond, &fs->lock);
+}
+
+static bool volatile_inode(const struct inode *in)
+{
+	return in->attr.flags & META_F_VOLATILE;
+}
+
+/* Whether background write-back should take E now. */
+static bool bg_candidate(const struct centry *e, bool reclaim)
+{
+	if (!e->dirty || e->flushing || e->state != CE_VALID || e->refs)
+		return false;
+	if (e->pinned || volatile_inode(e->inode))
+		return reclaim; /* only memory pressure spills them */
+	return true;
+}
+
+int cache_commit(struct fs *fs)
+{
+	pthread_mutex_lock(&fs->lock);
+	size_t np = g_npend;
+	struct pend *pend = g_pend;
+	g_pend = NULL;
+	g_npend = g_pend_cap = 0;
+	struct meta_block *recs = np ? calloc(np, sizeof(*recs)) : NULL;
+	bool *del = np ? calloc(np, sizeof(*del)) : NULL;
+	bool *skip = np ? calloc(np, sizeof(*skip)) : NULL;
+	size_t na = 0;
+	struct meta_inode *attrs = NULL;
+	int rc = 0;
+	if (np && (!recs || !del || !skip)) {
+		rc = -ENOMEM;
+		goto unlock_fail;
+	}
+	for (size_t i = 0; i < np; i++) {
+		struct inode *in = fs_inode_find(fs, pend[i].ino);
+		if (!in) {
+			skip[i] = true;
+			continue;
+		}
+		struct blk *b = pend[i].idx < in->nblocks ? &in->blocks[pend[i].idx] : NULL;
+		if (!b || b->tier == TIER_NONE) {
+			del[i] = true;
+		} else if (b->csum == 0) {
+			skip[i] = true; /* slot given but nothing written yet */
+		} else {
+			recs[i].tier_id = fs->tier_id[b->tier];
+			recs[i].slot = b->slot;
+			recs[i].csum = b->csum;
+		}
+	}
+	for (size_t h = 0; h < fs->itab_size; h++)
+		for (struct inode *in = fs->itab[h]; in; in = in->hnext)
+			if (in->attr_dirty)
+				na++;
+	if (na && !(attrs = calloc(na, sizeof(*attrs)))) {
+		rc = -ENOMEM;
+		goto unlock_fail;
+	}
+	na = 0;
+	for (size_t h = 0; h < fs->itab_size; h++)
+		for (struct inode *in = fs->itab[h]; in; in = in->hnext)
+			if (in->attr_dirty) {
+				attrs[na++] = in->attr;
+				in->attr_dirty = false;
+			}
+	size_t nfreed = fs->nfreed;
+	struct freed_slot *freed = fs->freed;
+	fs->freed = NULL;
+	fs->nfreed = fs->freed_cap = 0;
+	pthread_mutex_unlock(&fs->lock);
+
+	if (np || na || nfreed) {
+		struct meta_txn *t;
+		rc = meta_txn_begin(fs->meta, true, &t);
+		for (size_t i = 0; !rc && i < np; i++) {
+			if (skip[i])
+				continue;
+			struct meta_inode tmp;
+			if (meta_inode_get(t, pend[i].ino, &tmp))
+				continue; /* deleted meanwhile */
+			if (del[i]) {
+				rc = meta_block_del(t, pend[i].ino, pend[i].idx);
+				if (rc == -ENOENT)
+					rc = 0;
+			} else {
+				rc = meta_block_put(t, pend[i].ino, pend[i].idx, &recs[i]);
+			}
+		}
+		for (size_t i = 0; !rc && i < na; i++) {
+			struct meta_inode tmp;
+			if (meta_inode_get(t, attrs[i].ino, &tmp))
+				continue;
+			/* nlink and parent belong to namespace operations, which
+			 * commit them themselves. */
+			attrs[i].nlink = tmp.nlink;
+			attrs[i].parent = tmp.parent;
+			rc = meta_inode_put(t, &attrs[i]);
+		}
+		if (rc)
+			meta_txn_abort(t);
+		else
+			rc = meta_txn_commit(t);
+	}
+	pthread_mutex_lock(&fs->lock);
+	if (rc) {
+		TFS_LOG("metadata commit failed: %s", strerror(-rc));
+		/* Keep the work for the next try. */
+		for (size_t i = 0; i < np; i++)
+			pend_add(pend[i].ino, pend[i].idx);
+		for (size_t i = 0; i < na; i++) {
+			struct inode *in = fs_inode_find(fs, attrs[i].ino);
+			if (in)
+				in->attr_dirty = true;
+		}
+		for (size_t i = 0; i < nfreed; i++)
+			defer_free(fs, freed[i].tier, freed[i].slot);
+	} else {
+		for (size_t i = 0; i < nfreed; i++)
+			tier_free(fs->tiers[freed[i].tier], freed[i].slot);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	free(freed);
+	free(attrs);
+	free(pend);
+	free(recs);
+	free(del);
+	free(skip);
+	return rc;
+
+unlock_fail:
+	/* Put the pending list back untouched. */
+	for (size_t i = 0; i < np; i++)
+		pend_add(pend[i].ino, pend[i].idx);
+	pthread_mutex_unlock(&fs->lock);
+	free(pend);
+	free(recs);
+	free(del);
+	free(skip);
+	return rc;
+}
+
+static int sync_tiers(struct fs *fs)
+{
+	int rc = 0;
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		if (!tier_persistent(fs->tiers[i]))
+			continue;
+		int r = tier_sync(fs->tiers[i]);
+		if (r && !rc)
+			rc = r;
+	}
+	return rc;
+}
+
+/* Write back every dirty block of IN (pinned ones too unless the file is
+ * volatile); with DURABLE, also sync the tiers and the metadata. */
+int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
+{
+	struct flush_batch batch = {.fs = fs};
+	pthread_mutex_lock(&fs->lock);
+	int rc = 0;
+	if (!volatile_inode(in)) {
+		for (int pass = 0; pass < 2 && !rc; pass++) {
+			for (uint64_t i = 0; i < in->nblocks && !rc; i++) {
+				struct centry *e = in->blocks[i].ce;
+				if (!e || !e->dirty)
+					continue;
+				while (e->flushing || e->refs) {
+					pthread_cond_wait(&fs->cond, &fs->lock);
+					e = in->blocks[i].ce;
+					if (!e)
+						break;
+				}
+				if (e && e->dirty && !e->flushing)
+					rc = flush_start(fs, e, &batch, TIER_PRIO_DEMAND);
+			}
+			batch_wait(fs, &batch);
+			if (in->ndirty == 0)
+				break;
+		}
+		while (in->nflushing)
+			pthread_cond_wait(&fs->cond, &fs->lock);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (!rc)
+		rc = batch.err;
+	if (!rc && durable)
+		rc = sync_tiers(fs);
+	int r = cache_commit(fs);
+	if (!rc)
+		rc = r;
+	if (!rc && durable)
+		rc = meta_sync(fs->meta);
+	return rc;
+}
+
+int cache_flush_all(struct fs *fs)
+{
+	struct flush_batch batch = {.fs = fs};
+	int rc = 0;
+	pthread_mutex_lock(&fs->lock);
+	for (;;) {
+		struct centry *pick = NULL;
+		for (struct centry *e = fs->lru_tail; e; e = e->prev)
+			if (e->dirty && !e->flushing && e->refs == 0 && e->state == CE_VALID &&
+			    !volatile_inode(e->inode)) {
+				pick = e;
+				break;
+			}
+		if (!pick) {
+			if (batch.inflight) {
+				pthread_cond_wait(&fs->cond, &fs->lock);
+				continue;
+			}
+			break;
+		}
+		int r = flush_start(fs, pick, &batch, TIER_PRIO_WRITEBACK);
+		if (r) {
+			rc = r;
+			break;
+		}
+	}
+	batch_wait(fs, &batch);
+	pthread_mutex_unlock(&fs->lock);
+	if (!rc)
+		rc = batch.err;
+	int r = sync_tiers(fs);
+	if (!rc)
+		rc = r;
+	r = cache_commit(fs);
+	if (!rc)
+		rc = r;
+	r = meta_sync(fs->meta);
+	return rc ? rc : r;
+}
+
+int cache_pin(struct fs *fs, struct inode *in, int tier)
+{
+	/* Rewrite every block: entry_get loads it, marking it dirty sends it
+	 * to its new home on the next write-back, and the old slot is freed
+	 * once the new map is committed. */
+	pthread_mutex_lock(&fs->lock);
+	int rc = fs_inode_load_map(fs, in);
+	in->home = tier;
+	for (uint64_t i = 0; !rc && i < in->nblocks && i * fs->bs < in->attr.size; i++) {
+		struct blk *b = &in->blocks[i];
+		if (b->tier == TIER_NONE && !b->ce)
+			continue;
+		if (b->tier == tier)
+			continue;
+		struct centry *e;
+		rc = entry_get(fs, in, i, GET_READ, &e);
+		if (rc || !e)
+			continue;
+		while (e->flushing)
+			pthread_cond_wait(&fs->cond, &fs->lock);
+		b = &in->blocks[i];
+		if (b->tier != TIER_NONE && b->tier != tier) {
+			defer_free(fs, b->tier, b->slot);
+			b->tier = TIER_NONE;
+			b->csum = 0;
+			pend_add(in->ino, i);
+		}
+		if (tier == fs->ram) {
+			if (!e->pinned) {
+				e->pinned = true;
+				fs->npinned++;
+			}
+		} else {
+			rc = assign_durable(fs, in, i);
+		}
+		if (!e->dirty) {
+			e->dirty = true;
+			fs->ndirty++;
+			in->ndirty++;
+		}
+		entry_put(fs, e);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (rc)
+		return rc;
+	return cache_flush_inode(fs, in, true);
+}
+
+static void *flusher_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct flush_batch batch = {.fs = fs};
+	pthread_mutex_lock(&fs->lock);
+	while (!fs->stopping) {
+		bool reclaim = fs->reclaim_waiters > 0;
+		bool pressure = fs->ndirty > fs->dirty_limit;
+		if (!reclaim && !pressure) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			uint64_t ns =
+			    (uint64_t)ts.tv_nsec + fs->conf.flush_interval_ms * 1000000ULL;
+			ts.tv_sec += (time_t)(ns / 1000000000ULL);
+			ts.tv_nsec = (long)(ns % 1000000000ULL);
+			pthread_cond_timedwait(&fs->flusher_cond, &fs->lock, &ts);
+			if (fs->stopping)
+				break;
+			reclaim = fs->reclaim_waiters > 0;
+		}
+		/* Oldest first, a bounded batch, so demand I/O is never starved. */
+		unsigned started = 0;
+		unsigned max = 0;
+		for (int i = 0; i < fs->conf.ntiers; i++)
+			max += fs->conf.tiers[i].queue_depth;
+		for (struct centry *e = fs->lru_tail; e && started < max;) {
+			struct centry *prev = e->prev;
+			if (bg_candidate(e, reclaim)) {
+				if (flush_start(fs, e, &batch,
+						reclaim ? TIER_PRIO_RECLAIM : TIER_PRIO_WRITEBACK))
+					break;
+				started++;
+				/* The lock was dropped: the list may have changed. */
+				prev = fs->lru_tail;
+				if (started && prev == e)
+					prev = e->prev;
+			}
+			e = prev;
+		}
+		batch_wait(fs, &batch);
+		pthread_mutex_unlock(&fs->lock);
+		cache_commit(fs);
+		pthread_mutex_lock(&fs->lock);
+		if (!started && reclaim) {
+			/* Nothing to write: wake waiters so they re-check. */
+			pthread_cond_broadcast(&fs->cond);
+			pthread_cond_timedwait(&fs->flusher_cond, &fs->lock,
+					       &(struct timespec){.tv_sec = time(NULL) + 1});
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return NULL;
+}
+
+int flusher_start(struct fs *fs)
+{
+	int rc = pthread_create(&fs->flusher, NULL, flusher_main, fs);
+	if (rc)
+		return -rc;
+	fs->flusher_running = true;
+	return 0;
+}
+
+void flusher_stop(struct fs *fs)
+{
+	if (!fs->flusher_running)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	fs->stopping = true;
+	pthread_cond_signal(&fs->flusher_cond);
+	pthread_mutex_unlock(&fs->lock);
+	pthread_join(fs->flusher, NULL);
+	fs->flusher_running = false;
+}
+
+int cache_init(struct fs *fs)
+{
+	struct tier *ram = fs->tiers[fs->ram];
+	fs->cache_slots = tier_slots_total(ram);
+	uint64_t per_req = (1u << 20) / fs->bs + 2;
+	uint64_t need = per_req * (fs->conf.threads + 2) * 2;
+	if (fs->cache_slots < need) {
+		TFS_LOG("%s: tier %s: capacity %llu bytes is too small for the cache: need at "
+			"least %llu blocks of %u bytes",
+			fs->conf.path, tier_name(ram),
+			(unsigned long long)tier_slots_total(ram) * fs->bs,
+			(unsigned long long)need, fs->bs);
+		return -EINVAL;
+	}
+	fs->dirty_limit = fs->cache_slots * fs->conf.dirty_ratio / 100;
+	if (fs->dirty_limit < 1)
+		fs->dirty_limit = 1;
+	uint64_t reserve = need > fs->cache_slots / 8 ? need : fs->cache_slots / 8;
+	fs->pin_limit = fs->cache_slots - reserve;
+	fs->zero = aligned_alloc(4096, fs->bs);
+	if (!fs->zero)
+		return -ENOMEM;
+	memset(fs->zero, 0, fs->bs);
+	return 0;
+}
+
+void cache_destroy(struct fs *fs)
+{
+	while (fs->lru_head) {
+		struct centry *e = fs->lru_head;
+		lru_unlink(fs, e);
+		free(e);
+	}
+	free(fs->zero);
+	free(fs->freed);
+	free(g_pend);
+	g_pend = NULL;
+	g_npend = g_pend_cap = 0;
+}

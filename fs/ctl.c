@@ -1,0 +1,391 @@
+/*
+ * fs/ctl.c — MOUNTPOINT/.tierfs/, the read-only control view.
+ *
+ *   .tierfs/stats              per-tier and cache counters, as text
+ *   .tierfs/tiers/NAME/...     the mount's tree, showing only the files with
+ *                              blocks on tier NAME; st_size = bytes held there
+ *
+ * Inode numbers: CTL_DIR, CTL_STATS, CTL_TIERS are fixed; a node under
+ * tiers/NAME/ is CTL_BASE | (tier + 1) << 48 | real inode, so the tree is
+ * the real tree seen through a filter and needs no state of its own.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/fs.h"
+
+#define CTL_TIER_SHIFT 48
+#define CTL_REAL_MASK  ((1ULL << CTL_TIER_SHIFT) - 1)
+
+static uint64_t tnode(int tier, uint64_t real)
+{
+	return CTL_BASE | ((uint64_t)(tier + 1) << CTL_TIER_SHIFT) | real;
+}
+
+static int tnode_tier(uint64_t ino)
+{
+	return (int)((ino & ~CTL_BASE) >> CTL_TIER_SHIFT) - 1;
+}
+
+static uint64_t tnode_real(uint64_t ino)
+{
+	return ino & CTL_REAL_MASK;
+}
+
+/* Attributes of a control node; -ENOENT if it does not exist. */
+static int ctl_stat(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_nlink = 1;
+	st->st_blksize = 4096;
+	if (ino == CTL_DIR || ino == CTL_TIERS) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+		return 0;
+	}
+	if (ino == CTL_STATS) {
+		st->st_mode = S_IFREG | 0444;
+		return 0;
+	}
+	int t = tnode_tier(ino);
+	if (t < 0 || t >= fs->conf.ntiers)
+		return -ENOENT;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in;
+	int rc = fs_inode_get(fs, tnode_real(ino), &in);
+	if (!rc) {
+		fs_attr_to_stat(fs, in, st);
+		st->st_ino = ino;
+		st->st_mode = (st->st_mode & S_IFMT) | (S_ISDIR(st->st_mode) ? 0555 : 0444);
+		if (S_ISREG(st->st_mode)) {
+			uint64_t bytes[CONF_MAX_TIERS];
+			fs_placement(fs, in, bytes);
+			st->st_size = (off_t)bytes[t];
+			st->st_blocks = (blkcnt_t)((bytes[t] + 511) / 512);
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return rc;
+}
+
+static void reply_ctl_entry(fuse_req_t req, uint64_t ino)
+{
+	struct fuse_entry_param e = {0};
+	int rc = ctl_stat(g_fs, ino, &e.attr);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	e.ino = ino;
+	e.generation = 1;
+	e.attr_timeout = 0;
+	e.entry_timeout = 0;
+	fuse_reply_entry(req, &e);
+}
+
+void ctl_lookup(fuse_req_t req, uint64_t parent, const char *name)
+{
+	struct fs *fs = g_fs;
+	if (parent == META_ROOT_INO) {
+		reply_ctl_entry(req, CTL_DIR);
+	} else if (parent == CTL_DIR) {
+		if (!strcmp(name, "stats"))
+			reply_ctl_entry(req, CTL_STATS);
+		else if (!strcmp(name, "tiers"))
+			reply_ctl_entry(req, CTL_TIERS);
+		else
+			fuse_reply_err(req, ENOENT);
+	} else if (parent == CTL_TIERS) {
+		int t = config_tier_index(&fs->conf, name);
+		if (t < 0)
+			fuse_reply_err(req, ENOENT);
+		else
+			reply_ctl_entry(req, tnode(t, META_ROOT_INO));
+	} else if (tnode_tier(parent) >= 0) {
+		struct meta_txn *txn;
+		uint64_t ino;
+		int rc = meta_txn_begin(fs->meta, false, &txn);
+		if (!rc) {
+			rc = meta_dirent_get(txn, tnode_real(parent), name, &ino);
+			meta_txn_abort(txn);
+		}
+		if (rc)
+			fuse_reply_err(req, -rc);
+		else
+			reply_ctl_entry(req, tnode(tnode_tier(parent), ino));
+	} else {
+		fuse_reply_err(req, ENOENT);
+	}
+}
+
+void ctl_getattr(fuse_req_t req, uint64_t ino)
+{
+	struct stat st;
+	int rc = ctl_stat(g_fs, ino, &st);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, 0);
+}
+
+/* Directory listings are built whole at opendir, like real directories. */
+struct ctl_dir {
+	char *buf;
+	size_t len, cap;
+	unsigned n;
+};
+
+static int cd_add(fuse_req_t req, struct ctl_dir *d, const char *name, uint64_t ino, mode_t mode)
+{
+	struct stat st = {.st_ino = ino, .st_mode = mode};
+	size_t need = fuse_add_direntry(req, NULL, 0, name, NULL, 0);
+	if (d->len + need > d->cap) {
+		size_t nc = d->cap ? d->cap * 2 : 4096;
+		while (nc < d->len + need)
+			nc *= 2;
+		char *nb = realloc(d->buf, nc);
+		if (!nb)
+			return -ENOMEM;
+		d->buf = nb;
+		d->cap = nc;
+	}
+	d->n++;
+	d->len += fuse_add_direntry(req, d->buf + d->len, need, name, &st, (off_t)(d->len + need));
+	return 0;
+}
+
+struct tier_list {
+	fuse_req_t req;
+	struct ctl_dir *d;
+	int tier;
+	int err;
+};
+
+static int tier_list_cb(const char *name, uint64_t ino, void *arg)
+{
+	struct tier_list *l = arg;
+	struct fs *fs = g_fs;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in;
+	int rc = fs_inode_get(fs, ino, &in);
+	bool show = false;
+	mode_t mode = 0;
+	if (!rc) {
+		mode = in->attr.mode;
+		if (S_ISDIR(mode)) {
+			show = true;
+		} else if (S_ISREG(mode)) {
+			uint64_t bytes[CONF_MAX_TIERS];
+			fs_placement(fs, in, bytes);
+			show = bytes[l->tier] > 0;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (show && (rc = cd_add(l->req, l->d, name, tnode(l->tier, ino), mode))) {
+		l->err = rc;
+		return 1;
+	}
+	return 0;
+}
+
+void ctl_opendir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = g_fs;
+	struct ctl_dir *d = calloc(1, sizeof(*d));
+	int rc = d ? 0 : -ENOMEM;
+	if (!rc)
+		rc = cd_add(req, d, ".", ino, S_IFDIR);
+	if (!rc)
+		rc = cd_add(req, d, "..", ino, S_IFDIR);
+	if (!rc && ino == CTL_DIR) {
+		if (!(rc = cd_add(req, d, "stats", CTL_STATS, S_IFREG)))
+			rc = cd_add(req, d, "tiers", CTL_TIERS, S_IFDIR);
+	} else if (!rc && ino == CTL_TIERS) {
+		for (int i = 0; !rc && i < fs->conf.ntiers; i++)
+			rc = cd_add(req, d, fs->conf.tiers[i].name, tnode(i, META_ROOT_INO),
+				    S_IFDIR);
+	} else if (!rc && tnode_tier(ino) >= 0 && tnode_tier(ino) < fs->conf.ntiers) {
+		struct tier_list l = {req, d, tnode_tier(ino), 0};
+		struct meta_txn *t;
+		rc = meta_txn_begin(fs->meta, false, &t);
+		if (!rc) {
+			rc = meta_dir_iter(t, tnode_real(ino), tier_list_cb, &l);
+			meta_txn_abort(t);
+			rc = l.err ? l.err : (rc < 0 ? rc : 0);
+		}
+	} else if (!rc) {
+		rc = -ENOTDIR;
+	}
+	if (rc) {
+		if (d)
+			free(d->buf);
+		free(d);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	if (fuse_reply_open(req, fi)) {
+		free(d->buf);
+		free(d);
+	}
+}
+
+void ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct ctl_dir *d = (struct ctl_dir *)(uintptr_t)fi->fh;
+	/* Offsets are byte positions in the prebuilt buffer; a reply holds
+	 * only whole entries, so walk them. */
+	size_t start = (size_t)off, end = start;
+	while (end < d->len) {
+		const struct fuse_dirent {
+			uint64_t ino, off;
+			uint32_t namelen, type;
+		} *de = (const void *)(d->buf + end);
+		size_t entlen = (24 + de->namelen + 7) & ~(size_t)7;
+		if (end + entlen - start > size)
+			break;
+		end += entlen;
+	}
+	fuse_reply_buf(req, start < d->len ? d->buf + start : NULL, end - start);
+}
+
+void ctl_releasedir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct ctl_dir *d = (struct ctl_dir *)(uintptr_t)fi->fh;
+	free(d->buf);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+struct ctl_file {
+	char *text;
+	size_t len;
+};
+
+static int appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? *cap - *len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return -EINVAL;
+		if (*buf && *len + (size_t)n < *cap) {
+			*len += (size_t)n;
+			return 0;
+		}
+		size_t nc = *cap ? *cap * 2 : 4096;
+		while (nc < *len + (size_t)n + 1)
+			nc *= 2;
+		char *nb = realloc(*buf, nc);
+		if (!nb)
+			return -ENOMEM;
+		*buf = nb;
+		*cap = nc;
+	}
+}
+
+int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
+{
+	char *b = NULL;
+	size_t len = 0, cap = 0;
+	int rc = 0;
+	for (int i = 0; !rc && i < fs->conf.ntiers; i++) {
+		struct tier_stats s;
+		tier_get_stats(fs->tiers[i], &s);
+		rc = appendf(&b, &len, &cap,
+			     "tier %s type=%s persistent=%s blocks=%llu capacity_blocks=%llu "
+			     "reads=%llu bytes_read=%llu writes=%llu bytes_written=%llu "
+			     "errors=%llu checksum_errors=%llu\n",
+			     fs->conf.tiers[i].name,
+			     tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
+			     tier_persistent(fs->tiers[i]) ? "yes" : "no",
+			     (unsigned long long)tier_slots_used(fs->tiers[i]),
+			     (unsigned long long)tier_slots_total(fs->tiers[i]),
+			     (unsigned long long)s.reads, (unsigned long long)s.bytes_read,
+			     (unsigned long long)s.writes, (unsigned long long)s.bytes_written,
+			     (unsigned long long)s.errors, (unsigned long long)s.csum_errors);
+	}
+	pthread_mutex_lock(&fs->lock);
+	uint64_t cached = fs->ncached, dirty = fs->ndirty, pinned = fs->npinned;
+	pthread_mutex_unlock(&fs->lock);
+	uint64_t hits = atomic_load(&fs->stats.hits), misses = atomic_load(&fs->stats.misses);
+	if (!rc)
+		rc = appendf(&b, &len, &cap,
+			     "cache blocks=%llu dirty=%llu pinned=%llu hits=%llu misses=%llu "
+			     "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu\n",
+			     (unsigned long long)cached, (unsigned long long)dirty,
+			     (unsigned long long)pinned, (unsigned long long)hits,
+			     (unsigned long long)misses,
+			     hits + misses ? (double)hits / (double)(hits + misses) : 0.0,
+			     (unsigned long long)atomic_load(&fs->stats.evictions),
+			     (unsigned long long)atomic_load(&fs->stats.flushes),
+			     (unsigned long long)atomic_load(&fs->stats.flush_bytes));
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	*out = b;
+	*outlen = len;
+	return 0;
+}
+
+void ctl_open(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
+{
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	struct ctl_file *f = calloc(1, sizeof(*f));
+	if (!f) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int rc = 0;
+	if (ino == CTL_STATS)
+		rc = ctl_stats_text(g_fs, &f->text, &f->len);
+	/* Files under tiers/NAME/ open as empty: they stand for placement. */
+	if (rc) {
+		free(f);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)f;
+	/* The size in stat is 0; direct_io makes read() go by our replies. */
+	fi->direct_io = 1;
+	if (fuse_reply_open(req, fi)) {
+		free(f->text);
+		free(f);
+	}
+}
+
+void ctl_read(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct ctl_file *f = (struct ctl_file *)(uintptr_t)fi->fh;
+	if ((size_t)off >= f->len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	size_t n = f->len - (size_t)off;
+	fuse_reply_buf(req, f->text + off, n < size ? n : size);
+}
+
+void ctl_release(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct ctl_file *f = (struct ctl_file *)(uintptr_t)fi->fh;
+	free(f->text);
+	free(f);
+	fuse_reply_err(req, 0);
+}

@@ -1,0 +1,186 @@
+/*
+ * fs/fs.h — the state of a mounted tierfs, shared by the files of fs/.
+ *
+ * Locking, in the order they may be taken:
+ *   1. an LMDB write transaction (meta_txn_begin(write)) — LMDB's own lock;
+ *   2. fs->lock — one mutex for the inode table, every inode's attributes
+ *      and block map, and every cache entry's state. Everything done under
+ *      it is short (no I/O, no memcpy of block data, no LMDB write txn).
+ * Block data moves outside fs->lock: a reference (centry.refs) keeps an
+ * entry's buffer alive and in place; the state flags say what may be done
+ * with it and fs->cond announces every change of state.
+ */
+#ifndef TIERFS_FS_H
+#define TIERFS_FS_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fs/meta.h"
+#include "policy/config.h"
+#include "policy/placement.h"
+#include "tiers/tier.h"
+
+#define TIER_NONE 0xffff
+
+/* One block of a file, in memory. Guarded by fs->lock. */
+struct blk {
+	uint16_t tier; /* config index of the durable copy, TIER_NONE if none */
+	uint64_t slot;
+	uint64_t csum;
+	struct centry *ce; /* cached copy or NULL */
+};
+
+struct inode {
+	uint64_t ino;
+	struct meta_inode attr; /* attr.size is exact at every moment */
+	uint64_t nlookup;	/* kernel references */
+	unsigned nopen;		/* open file handles */
+	bool attr_dirty;	/* attr differs from LMDB */
+	bool map_loaded;
+	int home;	    /* rule/pin target tier (config index), -1 = stripe */
+	struct blk *blocks; /* indexed by block number, nblocks long */
+	uint64_t nblocks;
+	uint64_t ndirty;     /* dirty cached blocks */
+	uint64_t nflushing;  /* blocks being written back */
+	struct inode *hnext; /* inode hash chain */
+};
+
+enum ce_state {
+	CE_LOADING, /* a reader fills buf from a tier; wait */
+	CE_VALID,   /* buf holds the block (dirty or clean) */
+};
+
+/* A block held in RAM: its buffer is a slot of the RAM tier. */
+struct centry {
+	struct inode *inode;
+	uint64_t idx;
+	uint64_t slot; /* RAM tier slot */
+	void *buf;
+	enum ce_state state;
+	int refs;
+	bool dirty;
+	bool flushing;		    /* a write-back is in flight: writers wait */
+	bool pinned;		    /* RAM is this block's home (rule or pin): evict last */
+	uint64_t stamp;		    /* last use, for LRU */
+	struct centry *prev, *next; /* LRU list, most recent at head */
+};
+
+struct fs_stats {
+	atomic_uint_fast64_t hits, misses, evictions, flushes, flush_bytes;
+	atomic_uint_fast64_t prefetches;
+};
+
+struct fs {
+	struct config conf;
+	struct meta *meta;
+	struct tier *tiers[CONF_MAX_TIERS]; /* by config index */
+	uint16_t tier_id[CONF_MAX_TIERS];   /* LMDB id of each config tier */
+	int ram;			    /* config index of the RAM tier */
+	struct stripe stripe;
+	uint32_t bs; /* block size */
+	struct fuse_session *se;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* any entry/inode state change */
+
+	/* Inode table. Guarded by lock. */
+	struct inode **itab;
+	size_t itab_size;
+	size_t ninodes;
+
+	/* Cache. Guarded by lock. */
+	struct centry *lru_head, *lru_tail;
+	uint64_t ncached, ndirty, npinned;
+	uint64_t cache_slots; /* RAM tier slots */
+	uint64_t dirty_limit; /* write-back starts above this */
+	uint64_t pin_limit;   /* RAM-home blocks beyond this become ordinary */
+	uint64_t clock;	      /* stamp source */
+	unsigned reclaim_waiters;
+
+	/* Slots to free once the block map that stopped using them is committed. */
+	struct freed_slot *freed;
+	size_t nfreed, freed_cap;
+
+	/* Flusher thread. */
+	pthread_t flusher;
+	bool flusher_running;
+	bool stopping;
+	pthread_cond_t flusher_cond;
+
+	struct fs_stats stats;
+	void *zero; /* one block of zeros, read-only replies for holes */
+};
+
+struct freed_slot {
+	uint16_t tier;
+	uint64_t slot;
+};
+
+extern struct fs *g_fs;
+
+/* inode.c */
+int fs_inode_get(struct fs *fs, uint64_t ino, struct inode **out);     /* lock held; loads */
+struct inode *fs_inode_find(struct fs *fs, uint64_t ino);	       /* lock held; cached only */
+int fs_inode_load_map(struct fs *fs, struct inode *in);		       /* lock held */
+int fs_map_reserve(struct fs *fs, struct inode *in, uint64_t nblocks); /* lock held */
+void fs_inode_drop(struct fs *fs, struct inode *in); /* lock held: remove from table, free */
+int fs_attr_to_stat(struct fs *fs, const struct inode *in, struct stat *st);
+int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size); /* no lock needed */
+int fs_tier_of_id(struct fs *fs, uint16_t id);
+int fs_home_for(struct fs *fs, const struct meta_inode *attr, const char *path);
+
+/* cache.c */
+int cache_init(struct fs *fs);
+void cache_destroy(struct fs *fs);
+int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_req_t req);
+int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len);
+int cache_truncate(struct fs *fs, struct inode *in, uint64_t size);   /* lock held */
+int cache_flush_inode(struct fs *fs, struct inode *in, bool durable); /* no lock held */
+int cache_flush_all(struct fs *fs);				      /* no lock held */
+int cache_forget_inode(struct fs *fs, struct inode *in);  /* lock held: drop all blocks */
+int cache_commit(struct fs *fs);			  /* no lock held: attrs, maps */
+int cache_pin(struct fs *fs, struct inode *in, int tier); /* no lock held */
+int flusher_start(struct fs *fs);
+void flusher_stop(struct fs *fs);
+uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes /* [ntiers] */);
+
+/* ctl.c — the read-only .tierfs view */
+#define CTL_BASE  (1ULL << 62)
+#define CTL_DIR	  (CTL_BASE | 1)
+#define CTL_STATS (CTL_BASE | 2)
+#define CTL_TIERS (CTL_BASE | 3)
+#define CTL_NAME  ".tierfs"
+static inline bool ctl_ino(uint64_t ino)
+{
+	return ino & CTL_BASE;
+}
+void ctl_lookup(fuse_req_t req, uint64_t parent, const char *name);
+void ctl_getattr(fuse_req_t req, uint64_t ino);
+void ctl_opendir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
+void ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void ctl_releasedir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
+void ctl_open(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
+void ctl_read(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void ctl_release(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
+int ctl_stats_text(struct fs *fs, char **out, size_t *len);
+
+/* xattr.c */
+void xattr_get(fuse_req_t req, uint64_t ino, const char *name, size_t size);
+void xattr_set(fuse_req_t req, uint64_t ino, const char *name, const char *value, size_t size,
+	       int flags);
+void xattr_list(fuse_req_t req, uint64_t ino, size_t size);
+void xattr_remove(fuse_req_t req, uint64_t ino, const char *name);
+
+/* ops.c */
+extern const struct fuse_lowlevel_ops tierfs_ops;
+int fs_mount_prepare(struct fs *fs); /* open meta + tiers, root, orphans */
+void fs_unmount_finish(struct fs *fs);
+
+#define TFS_LOG(fmt, ...) fprintf(stderr, "tierfs: " fmt "\n", ##__VA_ARGS__)
+
+#endif

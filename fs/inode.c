@@ -1,0 +1,272 @@
+/*
+ * fs/inode.c — the in-memory inode table and per-file block maps.
+ *
+ * Inodes are loaded from LMDB on first use and stay in memory until they are
+ * deleted (optimizer-state trees hold thousands of files, not millions, and
+ * a resident block map is what makes every data request a table lookup).
+ * Everything here runs with fs->lock held unless a comment says otherwise;
+ * LMDB is only read here (read transactions never block a writer).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/fs.h"
+
+static size_t ihash(const struct fs *fs, uint64_t ino)
+{
+	return (ino * 0x9e3779b97f4a7c15ULL) >> 20 & (fs->itab_size - 1);
+}
+
+struct inode *fs_inode_find(struct fs *fs, uint64_t ino)
+{
+	if (!fs->itab)
+		return NULL;
+	for (struct inode *in = fs->itab[ihash(fs, ino)]; in; in = in->hnext)
+		if (in->ino == ino)
+			return in;
+	return NULL;
+}
+
+static int itab_grow(struct fs *fs)
+{
+	size_t nsize = fs->itab_size ? fs->itab_size * 2 : 1024;
+	struct inode **n = calloc(nsize, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	struct inode **old = fs->itab;
+	size_t osize = fs->itab_size;
+	fs->itab = n;
+	fs->itab_size = nsize;
+	for (size_t i = 0; i < osize; i++) {
+		struct inode *in = old[i];
+		while (in) {
+			struct inode *next = in->hnext;
+			size_t h = ihash(fs, in->ino);
+			in->hnext = n[h];
+			n[h] = in;
+			in = next;
+		}
+	}
+	free(old);
+	return 0;
+}
+
+int fs_tier_of_id(struct fs *fs, uint16_t id)
+{
+	for (int i = 0; i < fs->conf.ntiers; i++)
+		if (fs->tier_id[i] == id)
+			return i;
+	return -1;
+}
+
+/* The tier a file's blocks are kept on by pin or rule, -1 for the stripe. */
+int fs_home_for(struct fs *fs, const struct meta_inode *attr, const char *path)
+{
+	(void)path;
+	if (attr->pin_tier >= 0)
+		return fs_tier_of_id(fs, (uint16_t)attr->pin_tier);
+	uint32_t rule_id = (attr->flags >> 8) & 0xffff;
+	if (rule_id)
+		return fs_tier_of_id(fs, (uint16_t)(rule_id - 1));
+	return -1;
+}
+
+int fs_inode_get(struct fs *fs, uint64_t ino, struct inode **out)
+{
+	struct inode *in = fs_inode_find(fs, ino);
+	if (in) {
+		*out = in;
+		return 0;
+	}
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, false, &t);
+	if (rc)
+		return rc;
+	struct meta_inode attr;
+	rc = meta_inode_get(t, ino, &attr);
+	meta_txn_abort(t);
+	if (rc)
+		return rc;
+	if (fs->ninodes + 1 > fs->itab_size / 2 && (rc = itab_grow(fs)))
+		return rc;
+	in = calloc(1, sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	in->ino = ino;
+	in->attr = attr;
+	in->home = fs_home_for(fs, &attr, NULL);
+	size_t h = ihash(fs, ino);
+	in->hnext = fs->itab[h];
+	fs->itab[h] = in;
+	fs->ninodes++;
+	*out = in;
+	return 0;
+}
+
+void fs_inode_drop(struct fs *fs, struct inode *in)
+{
+	struct inode **pp = &fs->itab[ihash(fs, in->ino)];
+	while (*pp && *pp != in)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = in->hnext;
+	fs->ninodes--;
+	free(in->blocks);
+	free(in);
+}
+
+int fs_map_reserve(struct fs *fs, struct inode *in, uint64_t n)
+{
+	(void)fs;
+	if (n <= in->nblocks)
+		return 0;
+	uint64_t cap = in->nblocks ? in->nblocks : 8;
+	while (cap < n)
+		cap *= 2;
+	struct blk *nb = realloc(in->blocks, cap * sizeof(*nb));
+	if (!nb)
+		return -ENOMEM;
+	for (uint64_t i = in->nblocks; i < cap; i++)
+		nb[i] = (struct blk){.tier = TIER_NONE};
+	in->blocks = nb;
+	in->nblocks = cap;
+	return 0;
+}
+
+struct load_ctx {
+	struct fs *fs;
+	struct inode *in;
+	int err;
+};
+
+static int load_block(uint64_t idx, const struct meta_block *b, void *arg)
+{
+	struct load_ctx *c = arg;
+	int t = fs_tier_of_id(c->fs, b->tier_id);
+	if (t < 0) {
+		TFS_LOG("inode %llu block %llu: on tier id %u, which is not configured",
+			(unsigned long long)c->in->ino, (unsigned long long)idx, b->tier_id);
+		/* Left as a hole would return zeros, i.e. bad bytes: refuse. */
+		c->err = -EIO;
+		return 1;
+	}
+	int rc = fs_map_reserve(c->fs, c->in, idx + 1);
+	if (rc) {
+		c->err = rc;
+		return 1;
+	}
+	c->in->blocks[idx].tier = (uint16_t)t;
+	c->in->blocks[idx].slot = b->slot;
+	c->in->blocks[idx].csum = b->csum;
+	return 0;
+}
+
+int fs_inode_load_map(struct fs *fs, struct inode *in)
+{
+	if (in->map_loaded)
+		return 0;
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, false, &t);
+	if (rc)
+		return rc;
+	struct load_ctx c = {fs, in, 0};
+	rc = meta_block_iter(t, in->ino, 0, load_block, &c);
+	meta_txn_abort(t);
+	if (c.err)
+		return c.err;
+	if (rc < 0)
+		return rc;
+	in->map_loaded = true;
+	return 0;
+}
+
+int fs_attr_to_stat(struct fs *fs, const struct inode *in, struct stat *st)
+{
+	const struct meta_inode *a = &in->attr;
+	memset(st, 0, sizeof(*st));
+	st->st_ino = in->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = (off_t)a->size;
+	st->st_blksize = (blksize_t)fs->bs;
+	uint64_t used = 0;
+	for (uint64_t i = 0; i < in->nblocks; i++)
+		if (in->blocks[i].tier != TIER_NONE || in->blocks[i].ce)
+			used++;
+	st->st_blocks = (blkcnt_t)(used * (fs->bs / 512));
+	st->st_atim.tv_sec = a->atime_sec;
+	st->st_atim.tv_nsec = a->atime_nsec;
+	st->st_mtim.tv_sec = a->mtime_sec;
+	st->st_mtim.tv_nsec = a->mtime_nsec;
+	st->st_ctim.tv_sec = a->ctime_sec;
+	st->st_ctim.tv_nsec = a->ctime_nsec;
+	return 0;
+}
+
+struct find_name {
+	uint64_t ino;
+	char name[NAME_MAX + 1];
+};
+
+static int find_name_cb(const char *name, uint64_t ino, void *arg)
+{
+	struct find_name *f = arg;
+	if (ino != f->ino)
+		return 0;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	return 1;
+}
+
+/* The path of INO from the mount root ("/a/b"), by walking parent links.
+ * Used for rules and log lines, never on the data path. */
+int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size)
+{
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, false, &t);
+	if (rc)
+		return rc;
+	char tmp[PATH_MAX];
+	size_t pos = sizeof(tmp) - 1;
+	tmp[pos] = '\0';
+	uint64_t cur = ino;
+	for (int depth = 0; cur != META_ROOT_INO; depth++) {
+		struct meta_inode a;
+		if (depth > 512 || (rc = meta_inode_get(t, cur, &a)) || !a.parent) {
+			rc = rc ? rc : -ENOENT;
+			goto out;
+		}
+		struct find_name f = {.ino = cur};
+		rc = meta_dir_iter(t, a.parent, find_name_cb, &f);
+		if (rc < 0)
+			goto out;
+		if (rc == 0) {
+			rc = -ENOENT;
+			goto out;
+		}
+		size_t l = strlen(f.name);
+		if (l + 1 > pos) {
+			rc = -ENAMETOOLONG;
+			goto out;
+		}
+		pos -= l;
+		memcpy(tmp + pos, f.name, l);
+		tmp[--pos] = '/';
+		cur = a.parent;
+	}
+	rc = 0;
+	if (pos == sizeof(tmp) - 1)
+		tmp[--pos] = '/';
+	if (strlen(tmp + pos) + 1 > size)
+		rc = -ENAMETOOLONG;
+	else
+		strcpy(buf, tmp + pos);
+out:
+	meta_txn_abort(t);
+	return rc;
+}

@@ -1,0 +1,204 @@
+/*
+ * fs/main.c — the tierfs command: tierfs CONFIG MOUNTPOINT [-f] [-d] [-o opt,...]
+ *
+ * Follows the mount.fuse convention so fstab works:
+ *   /etc/tierfs.conf  /mnt/tierfs  fuse.tierfs  defaults  0 0
+ * A bad config is reported as "tierfs: CONFIG:LINE: key 'x': reason" with
+ * exit status 2 before anything is mounted. The daemon runs libfuse's
+ * multi-threaded low-level loop; unmount or SIGTERM/SIGINT end the loop,
+ * after which every dirty block is made durable before the process exits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tierfs CONFIG MOUNTPOINT [-f] [-d] [-o opt[,opt...]]\n"
+		   "\n"
+		   "Mount the tiered filesystem described by the INI file CONFIG.\n"
+		   "  -f          stay in the foreground\n"
+		   "  -d          debug: foreground, log every FUSE request\n"
+		   "  -s          single-threaded (for debugging)\n"
+		   "  -o OPTS     mount options: allow_other, ro, and the usual FUSE ones\n"
+		   "  -h, --help  this text;  -V, --version  the version\n"
+		   "Unmount with: fusermount3 -u MOUNTPOINT (the daemon writes back every dirty\n"
+		   "block and exits; wait for it before mounting the same metadata again).\n");
+}
+
+/* Only one daemon may own a metadata directory: a second one would
+ * allocate the same slots. Wait a little for one that is still flushing. */
+static int lock_metadata(const char *dir)
+{
+	char path[PATH_MAX + 32];
+	if (mkdir(dir, 0700) && errno != EEXIST) {
+		fprintf(stderr, "tierfs: metadata %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/tierfs.lock", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		fprintf(stderr, "tierfs: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < 300; i++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return fd;
+		if (errno != EWOULDBLOCK) {
+			fprintf(stderr, "tierfs: %s: lock: %s\n", path, strerror(errno));
+			break;
+		}
+		if (i == 0)
+			fprintf(stderr,
+				"tierfs: metadata %s is in use by another tierfs; waiting\n", dir);
+		usleep(100000);
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB))
+		fprintf(stderr, "tierfs: metadata %s is still in use by another tierfs\n", dir);
+	else
+		return fd;
+	close(fd);
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *conf_path = NULL, *mnt = NULL;
+	bool foreground = false, debug = false, single = false;
+	char opts[4096] = "default_permissions,fsname=tierfs,subtype=tierfs,max_read=1048576";
+	char *user_opts = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+			printf("tierfs 0.1 (libfuse %d)\n", fuse_version());
+			return 0;
+		} else if (!strcmp(a, "-f")) {
+			foreground = true;
+		} else if (!strcmp(a, "-d")) {
+			debug = foreground = true;
+		} else if (!strcmp(a, "-s")) {
+			single = true;
+		} else if (!strncmp(a, "-o", 2)) {
+			const char *o = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+			if (!o) {
+				fprintf(stderr, "tierfs: -o needs an argument\n");
+				return 2;
+			}
+			size_t l = user_opts ? strlen(user_opts) : 0;
+			char *n = realloc(user_opts, l + strlen(o) + 2);
+			if (!n)
+				return 1;
+			if (l)
+				n[l++] = ',';
+			strcpy(n + l, o);
+			user_opts = n;
+		} else if (a[0] == '-') {
+			fprintf(stderr, "tierfs: unknown option %s\n", a);
+			usage(stderr);
+			return 2;
+		} else if (!conf_path) {
+			conf_path = a;
+		} else if (!mnt) {
+			mnt = a;
+		} else {
+			fprintf(stderr, "tierfs: unexpected argument %s\n", a);
+			return 2;
+		}
+	}
+	if (!conf_path || !mnt) {
+		usage(stderr);
+		return 2;
+	}
+
+	static struct fs fs;
+	g_fs = &fs;
+	char err[PATH_MAX + 512];
+	if (config_load(conf_path, &fs.conf, err, sizeof(err))) {
+		fprintf(stderr, "tierfs: %s\n", err);
+		return 2;
+	}
+
+	/* mount.fuse passes options of its own ("rw", "defaults" are dropped
+	 * by it); keep the ones libfuse knows, and allow_other from either
+	 * the config or -o. */
+	if (fs.conf.allow_other)
+		strcat(opts, ",allow_other");
+	if (user_opts) {
+		char *save = NULL;
+		for (char *o = strtok_r(user_opts, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+			if (!strcmp(o, "defaults") || !strcmp(o, "default_permissions") ||
+			    !strcmp(o, "_netdev") || !strcmp(o, "nofail") || !strcmp(o, "auto") ||
+			    !strcmp(o, "noauto") || !strcmp(o, "user") || !strcmp(o, "users"))
+				continue;
+			if (strlen(opts) + strlen(o) + 2 > sizeof(opts)) {
+				fprintf(stderr, "tierfs: -o options too long\n");
+				return 2;
+			}
+			strcat(opts, ",");
+			strcat(opts, o);
+		}
+		free(user_opts);
+	}
+
+	int lockfd = lock_metadata(fs.conf.metadata);
+	if (lockfd < 0)
+		return 1;
+
+	int rc = fs_mount_prepare(&fs);
+	if (rc) {
+		fprintf(stderr, "tierfs: %s: cannot start: %s\n", conf_path, strerror(-rc));
+		fs_unmount_finish(&fs);
+		return 1;
+	}
+
+	char *fargv[] = {argv[0], "-o", opts, debug ? "-d" : NULL, NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
+	int ret = 1;
+	struct fuse_session *se = fuse_session_new(&args, &tierfs_ops, sizeof(tierfs_ops), &fs);
+	if (!se) {
+		fprintf(stderr, "tierfs: bad mount options: %s\n", opts);
+		goto out_fs;
+	}
+	fs.se = se;
+	if (fuse_set_signal_handlers(se))
+		goto out_se;
+	if (fuse_session_mount(se, mnt)) {
+		fprintf(stderr, "tierfs: cannot mount on %s\n", mnt);
+		goto out_sig;
+	}
+	if (fuse_daemonize(foreground))
+		goto out_unmount;
+	if (single) {
+		ret = fuse_session_loop(se);
+	} else {
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+		if (!lc)
+			goto out_unmount;
+		fuse_loop_cfg_set_clone_fd(lc, 0);
+		fuse_loop_cfg_set_max_threads(lc, fs.conf.threads);
+		fuse_loop_cfg_set_idle_threads(lc, fs.conf.threads);
+		ret = fuse_session_loop_mt(se, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
+	ret = ret < 0 ? 1 : 0;
+out_unmount:
+	fuse_session_unmount(se);
+out_sig:
+	fuse_remove_signal_handlers(se);
+out_se:
+	fuse_session_destroy(se);
+out_fs:
+	fs_unmount_finish(&fs);
+	close(lockfd);
+	return ret;
+}

@@ -1,0 +1,261 @@
+/*
+ * fs/mount.c — bringing a mount up from its config and metadata, and down.
+ *
+ * Up: open LMDB, check the block size it was formatted with, give each
+ * configured tier its stable id, open the tiers, remove what must not
+ * survive a remount (unlinked-but-open files, files of rules with
+ * persistent = no), mark every slot the block maps use, start the cache.
+ * Down: stop the flusher, write back every dirty block, sync every tier and
+ * the metadata, close.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+
+static int init_super(struct fs *fs)
+{
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, true, &t);
+	if (rc)
+		return rc;
+	uint64_t bs;
+	rc = meta_super_get(t, "block_size", &bs);
+	if (rc == -ENOENT) {
+		rc = meta_super_put(t, "block_size", fs->bs);
+	} else if (!rc && bs != fs->bs) {
+		TFS_LOG("%s: metadata %s was formatted with block_size %llu, the config says %u",
+			fs->conf.path, fs->conf.metadata, (unsigned long long)bs, fs->bs);
+		rc = -EINVAL;
+	}
+	struct meta_inode root;
+	if (!rc && (rc = meta_inode_get(t, META_ROOT_INO, &root)) == -ENOENT) {
+		memset(&root, 0, sizeof(root));
+		root.ino = META_ROOT_INO;
+		root.mode = S_IFDIR | 0755;
+		root.nlink = 2;
+		root.uid = getuid();
+		root.gid = getgid();
+		root.pin_tier = -1;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		root.atime_sec = root.mtime_sec = root.ctime_sec = ts.tv_sec;
+		root.atime_nsec = root.mtime_nsec = root.ctime_nsec = (uint32_t)ts.tv_nsec;
+		rc = meta_inode_put(t, &root);
+	}
+	for (int i = 0; !rc && i < fs->conf.ntiers; i++)
+		rc = meta_tier_id(t, fs->conf.tiers[i].name, true, &fs->tier_id[i]);
+	if (rc) {
+		meta_txn_abort(t);
+		return rc;
+	}
+	return meta_txn_commit(t);
+}
+
+static int open_tiers(struct fs *fs)
+{
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		const struct conf_tier *ct = &fs->conf.tiers[i];
+		struct tier_params p = {
+		    .name = ct->name,
+		    .kind = ct->kind,
+		    .path = ct->kind == TIER_POSIX ? ct->path : NULL,
+		    .capacity = ct->capacity,
+		    .block_size = fs->bs,
+		    .persistent = ct->persistent,
+		    .direct = ct->direct,
+		    .queue_depth = ct->queue_depth,
+		    .slab_size = ct->slab_size,
+		    .max_bandwidth = ct->max_bandwidth,
+		};
+		int rc = tier_open(&p, &fs->tiers[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+struct doomed {
+	uint64_t *ino;
+	size_t n, cap;
+	int err;
+};
+
+static int collect_doomed(const struct meta_inode *in, void *arg)
+{
+	struct doomed *d = arg;
+	bool orphan = in->nlink == 0;
+	bool vol = S_ISREG(in->mode) && (in->flags & META_F_VOLATILE);
+	if (in->ino == META_ROOT_INO || (!orphan && !vol))
+		return 0;
+	if (d->n == d->cap) {
+		size_t nc = d->cap ? d->cap * 2 : 64;
+		uint64_t *ni = realloc(d->ino, nc * sizeof(*ni));
+		if (!ni) {
+			d->err = -ENOMEM;
+			return 1;
+		}
+		d->ino = ni;
+		d->cap = nc;
+	}
+	d->ino[d->n++] = in->ino;
+	return 0;
+}
+
+struct find_child {
+	uint64_t ino;
+	char name[NAME_MAX + 1];
+	int found;
+};
+
+static int find_child_cb(const char *name, uint64_t ino, void *arg)
+{
+	struct find_child *f = arg;
+	if (ino != f->ino)
+		return 0;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	f->found = 1;
+	return 1;
+}
+
+/* Files that must not outlive a mount: unlinked ones still open when the
+ * daemon stopped, and volatile ones (persistent = no), whose blocks were
+ * never made durable. */
+static int remove_doomed(struct fs *fs)
+{
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, true, &t);
+	if (rc)
+		return rc;
+	struct doomed d = {0};
+	rc = meta_inode_iter(t, collect_doomed, &d);
+	if (d.err)
+		rc = d.err;
+	size_t nvol = 0;
+	for (size_t i = 0; rc >= 0 && i < d.n; i++) {
+		struct meta_inode a;
+		if (meta_inode_get(t, d.ino[i], &a))
+			continue;
+		/* Every name of it goes; its parent link leads to one. */
+		while (a.nlink && a.parent) {
+			struct find_child f = {.ino = a.ino};
+			rc = meta_dir_iter(t, a.parent, find_child_cb, &f);
+			if (rc < 0 || !f.found)
+				break;
+			if ((rc = meta_dirent_del(t, a.parent, f.name)))
+				break;
+			a.nlink--;
+		}
+		rc = meta_inode_del(t, d.ino[i]);
+		if (rc == -ENOENT)
+			rc = 0;
+		nvol += a.flags & META_F_VOLATILE ? 1 : 0;
+	}
+	free(d.ino);
+	if (rc < 0) {
+		meta_txn_abort(t);
+		return rc;
+	}
+	if (d.n)
+		TFS_LOG("removed %zu files left from the last mount (%zu with persistent = no, "
+			"%zu unlinked while open)",
+			d.n, nvol, d.n - nvol);
+	return meta_txn_commit(t);
+}
+
+struct reserve_ctx {
+	struct fs *fs;
+	int err;
+	uint64_t n;
+};
+
+static int reserve_cb(uint64_t ino, uint64_t idx, const struct meta_block *b, void *arg)
+{
+	struct reserve_ctx *c = arg;
+	int t = fs_tier_of_id(c->fs, b->tier_id);
+	if (t < 0) {
+		TFS_LOG("%s: inode %llu block %llu is on a tier (id %u) that the config no longer "
+			"names; add the tier back to mount",
+			c->fs->conf.path, (unsigned long long)ino, (unsigned long long)idx,
+			b->tier_id);
+		c->err = -EINVAL;
+		return 1;
+	}
+	int rc = tier_reserve(c->fs->tiers[t], b->slot);
+	if (rc) {
+		TFS_LOG("tier %s: slot %llu of inode %llu block %llu: %s",
+			c->fs->conf.tiers[t].name, (unsigned long long)b->slot,
+			(unsigned long long)ino, (unsigned long long)idx,
+			rc == -ERANGE ? "beyond the tier's capacity (was it shrunk?)"
+				      : "used twice in the block map");
+		c->err = rc == -ERANGE ? -EINVAL : -EIO;
+		return 1;
+	}
+	c->n++;
+	return 0;
+}
+
+static int reserve_slots(struct fs *fs)
+{
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, false, &t);
+	if (rc)
+		return rc;
+	struct reserve_ctx c = {fs, 0, 0};
+	rc = meta_block_iter_all(t, reserve_cb, &c);
+	meta_txn_abort(t);
+	return c.err ? c.err : (rc < 0 ? rc : 0);
+}
+
+int fs_mount_prepare(struct fs *fs)
+{
+	int rc;
+	fs->bs = fs->conf.block_size;
+	fs->ram = fs->conf.ram_tier;
+	pthread_mutex_init(&fs->lock, NULL);
+	pthread_cond_init(&fs->cond, NULL);
+	pthread_cond_init(&fs->flusher_cond, NULL);
+	if ((rc = meta_open(fs->conf.metadata, &fs->meta)))
+		return rc;
+	if ((rc = init_super(fs)) || (rc = open_tiers(fs)) || (rc = remove_doomed(fs)) ||
+	    (rc = reserve_slots(fs)))
+		return rc;
+	if (fs->conf.nstripe && (rc = stripe_init_config(&fs->stripe, &fs->conf)))
+		return rc;
+	if ((rc = cache_init(fs)))
+		return rc;
+	return flusher_start(fs);
+}
+
+void fs_unmount_finish(struct fs *fs)
+{
+	flusher_stop(fs);
+	if (fs->meta) {
+		int rc = cache_flush_all(fs);
+		if (rc)
+			TFS_LOG("unmount: write-back failed: %s; data written since the last "
+				"successful fsync may be lost",
+				strerror(-rc));
+	}
+	for (int i = 0; i < fs->conf.ntiers; i++)
+		if (fs->tiers[i])
+			tier_close(fs->tiers[i]);
+	if (fs->meta)
+		meta_close(fs->meta);
+	cache_destroy(fs);
+	for (size_t h = 0; h < fs->itab_size; h++) {
+		struct inode *in = fs->itab[h];
+		while (in) {
+			struct inode *next = in->hnext;
+			free(in->blocks);
+			free(in);
+			in = next;
+		}
+	}
+	free(fs->itab);
+}

@@ -1,0 +1,1032 @@
+/*
+ * fs/ops.c — the FUSE low-level operations: namespace and data requests.
+ *
+ * Namespace changes happen in one LMDB write transaction each and update the
+ * in-memory inodes under fs->lock inside that transaction (the lock order of
+ * fs/fs.h). Data requests go to the block cache (cache.c). The .tierfs
+ * control view (ctl.c) and the tierfs xattrs (xattr.c) hook in here.
+ *
+ * Every open replies with direct_io: the kernel page cache would copy each
+ * byte once more (the RAM tier is the cache), and DeepSpeed opens O_DIRECT
+ * anyway. The price is that shared writable mmap is refused (ENODEV).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+
+struct fs *g_fs;
+
+static void now_ts(int64_t *sec, uint32_t *nsec)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	*sec = ts.tv_sec;
+	*nsec = (uint32_t)ts.tv_nsec;
+}
+
+static void touch_mc(struct meta_inode *a) /* mtime and ctime = now */
+{
+	now_ts(&a->mtime_sec, &a->mtime_nsec);
+	a->ctime_sec = a->mtime_sec;
+	a->ctime_nsec = a->mtime_nsec;
+}
+
+static void touch_c(struct meta_inode *a)
+{
+	now_ts(&a->ctime_sec, &a->ctime_nsec);
+}
+
+/* The newest attributes of INO: the in-memory copy when loaded. Inside a
+ * write transaction. */
+static int ns_get(struct fs *fs, struct meta_txn *t, uint64_t ino, struct meta_inode *a)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in = fs_inode_find(fs, ino);
+	if (in)
+		*a = in->attr;
+	pthread_mutex_unlock(&fs->lock);
+	return in ? 0 : meta_inode_get(t, ino, a);
+}
+
+/* Store A in the transaction and in memory. */
+static int ns_put(struct fs *fs, struct meta_txn *t, const struct meta_inode *a)
+{
+	int rc = meta_inode_put(t, a);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in = fs_inode_find(fs, a->ino);
+	if (in)
+		in->attr = *a;
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+static void fill_entry(struct fs *fs, struct inode *in, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = in->ino;
+	e->generation = 1;
+	fs_attr_to_stat(fs, in, &e->attr);
+	/* Names only change through this daemon, which tells the kernel. */
+	e->entry_timeout = 1.0;
+	/* Sizes must be exact at every moment: never cache attributes. */
+	e->attr_timeout = 0.0;
+}
+
+/* Reference INO for the kernel (lookup count) and reply with its entry. */
+static void reply_entry_ino(fuse_req_t req, uint64_t ino)
+{
+	struct fs *fs = g_fs;
+	struct fuse_entry_param e;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in;
+	int rc = fs_inode_get(fs, ino, &in);
+	if (!rc) {
+		in->nlookup++;
+		fill_entry(fs, in, &e);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+/* Delete INO for good once nothing names or holds it. No lock held. */
+static void inode_maybe_delete(struct fs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in = fs_inode_find(fs, ino);
+	bool gone = in && in->attr.nlink == 0 && in->nlookup == 0 && in->nopen == 0;
+	pthread_mutex_unlock(&fs->lock);
+	if (!gone)
+		return;
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, true, &t);
+	if (!rc) {
+		rc = meta_inode_del(t, ino);
+		if (rc == -ENOENT)
+			rc = 0;
+		if (rc)
+			meta_txn_abort(t);
+		else
+			rc = meta_txn_commit(t);
+	}
+	if (rc) {
+		/* It stays an orphan; the next mount removes it. */
+		TFS_LOG("inode %llu: delete failed: %s", (unsigned long long)ino, strerror(-rc));
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	in = fs_inode_find(fs, ino);
+	if (in && in->attr.nlink == 0 && in->nlookup == 0 && in->nopen == 0) {
+		cache_forget_inode(fs, in);
+		fs_inode_drop(fs, in);
+	}
+	pthread_mutex_unlock(&fs->lock);
+}
+
+static void tfs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	conn->max_write = 1u << 20;
+	/* Must equal the max_read mount option main() passes. */
+	conn->max_read = 1u << 20;
+	conn->max_readahead = 1u << 20;
+	/* Page-cache tricks only add copies here (DESIGN.md's measurements). */
+	conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+				  FUSE_CAP_SPLICE_MOVE | FUSE_CAP_WRITEBACK_CACHE);
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+}
+
+static void tfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = g_fs;
+	if (ctl_ino(parent) || (parent == META_ROOT_INO && !strcmp(name, CTL_NAME))) {
+		ctl_lookup(req, parent, name);
+		return;
+	}
+	struct meta_txn *t;
+	uint64_t ino = 0;
+	int rc = meta_txn_begin(fs->meta, false, &t);
+	if (!rc) {
+		rc = meta_dirent_get(t, parent, name, &ino);
+		meta_txn_abort(t);
+	}
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_entry_ino(req, ino);
+}
+
+static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
+{
+	if (ctl_ino(ino))
+		return;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in = fs_inode_find(fs, ino);
+	if (in)
+		in->nlookup = in->nlookup > n ? in->nlookup - n : 0;
+	pthread_mutex_unlock(&fs->lock);
+	inode_maybe_delete(fs, ino);
+}
+
+static void tfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	forget_one(g_fs, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void tfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		forget_one(g_fs, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void tfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct fs *fs = g_fs;
+	if (ctl_ino(ino)) {
+		ctl_getattr(req, ino);
+		return;
+	}
+	struct stat st;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in;
+	int rc = fs_inode_get(fs, ino, &in);
+	if (!rc)
+		fs_attr_to_stat(fs, in, &st);
+	pthread_mutex_unlock(&fs->lock);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, 0.0);
+}
+
+static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct fs *fs = g_fs;
+	if (ctl_ino(ino)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	struct inode *in;
+	pthread_mutex_lock(&fs->lock);
+	int rc = fs_inode_get(fs, ino, &in);
+	uint64_t old = rc ? 0 : in->attr.size;
+	pthread_mutex_unlock(&fs->lock);
+	if (rc)
+		goto out;
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (S_ISDIR(in->attr.mode)) {
+			rc = -EISDIR;
+			goto out;
+		}
+		uint64_t nsize = (uint64_t)attr->st_size;
+		/* Zero the cut-off tail of the new last block, so that growing
+		 * the file again shows zeros there, as POSIX wants. */
+		if (nsize < old && nsize % fs->bs) {
+			uint64_t end = (nsize / fs->bs + 1) * fs->bs;
+			if (end > old)
+				end = old;
+			int w = cache_write(fs, in, nsize, fs->zero, (size_t)(end - nsize));
+			if (w < 0) {
+				rc = w;
+				goto out;
+			}
+		}
+		pthread_mutex_lock(&fs->lock);
+		rc = cache_truncate(fs, in, nsize);
+		if (!rc)
+			touch_mc(&in->attr);
+		pthread_mutex_unlock(&fs->lock);
+		if (rc)
+			goto out;
+	}
+	pthread_mutex_lock(&fs->lock);
+	struct meta_inode *a = &in->attr;
+	if (to_set & FUSE_SET_ATTR_MODE)
+		a->mode = (a->mode & S_IFMT) | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID)
+		a->uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		a->gid = attr->st_gid;
+	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && S_ISREG(a->mode))
+		a->mode &= ~(uint32_t)(S_ISUID | S_ISGID);
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		now_ts(&a->atime_sec, &a->atime_nsec);
+	else if (to_set & FUSE_SET_ATTR_ATIME) {
+		a->atime_sec = attr->st_atim.tv_sec;
+		a->atime_nsec = (uint32_t)attr->st_atim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		now_ts(&a->mtime_sec, &a->mtime_nsec);
+	else if (to_set & FUSE_SET_ATTR_MTIME) {
+		a->mtime_sec = attr->st_mtim.tv_sec;
+		a->mtime_nsec = (uint32_t)attr->st_mtim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME) {
+		a->ctime_sec = attr->st_ctim.tv_sec;
+		a->ctime_nsec = (uint32_t)attr->st_ctim.tv_nsec;
+	} else {
+		touch_c(a);
+	}
+	in->attr_dirty = true;
+	pthread_mutex_unlock(&fs->lock);
+	rc = cache_commit(fs);
+out:
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct stat st;
+	pthread_mutex_lock(&fs->lock);
+	fs_attr_to_stat(fs, in, &st);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_attr(req, &st, 0.0);
+}
+
+static void tfs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = g_fs;
+	char buf[PATH_MAX];
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, false, &t);
+	if (!rc) {
+		rc = meta_link_get(t, ino, buf, sizeof(buf));
+		meta_txn_abort(t);
+	}
+	if (rc)
+		fuse_reply_err(req, rc == -ENOENT ? EINVAL : -rc);
+	else
+		fuse_reply_readlink(req, buf);
+}
+
+/* Create NAME in PARENT: a file, directory, node or symlink (TARGET). */
+static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
+		     const char *target, uint64_t *out)
+{
+	struct fs *fs = g_fs;
+	if (ctl_ino(parent) || (parent == META_ROOT_INO && !strcmp(name, CTL_NAME)))
+		return -EACCES;
+	if (strlen(name) > NAME_MAX)
+		return -ENAMETOOLONG;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	uint32_t flags = 0;
+	if (S_ISREG(mode) && fs->conf.nrules) {
+		char path[PATH_MAX];
+		int rc = fs_inode_path(fs, parent, path, sizeof(path) - NAME_MAX - 2);
+		if (rc)
+			return rc;
+		if (strcmp(path, "/"))
+			strcat(path, "/");
+		strcat(path, name);
+		int r = placement_rule_for(&fs->conf, path);
+		if (r >= 0) {
+			const struct conf_rule *rule = &fs->conf.rules[r];
+			flags |= (uint32_t)(fs->tier_id[rule->tier] + 1) << 8;
+			if (!rule->persistent)
+				flags |= META_F_VOLATILE;
+		}
+	}
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, true, &t);
+	if (rc)
+		return rc;
+	struct meta_inode pa, a;
+	uint64_t ino, existing;
+	rc = ns_get(fs, t, parent, &pa);
+	if (rc)
+		goto abort;
+	if (!S_ISDIR(pa.mode) || pa.nlink == 0) {
+		rc = pa.nlink ? -ENOTDIR : -ENOENT;
+		goto abort;
+	}
+	rc = meta_dirent_get(t, parent, name, &existing);
+	if (rc == 0) {
+		rc = -EEXIST;
+		goto abort;
+	}
+	if (rc != -ENOENT || (rc = meta_ino_alloc(t, &ino)))
+		goto abort;
+	memset(&a, 0, sizeof(a));
+	a.ino = ino;
+	a.parent = parent;
+	a.mode = mode;
+	a.uid = ctx->uid;
+	a.gid = (pa.mode & S_ISGID) ? pa.gid : ctx->gid;
+	if (S_ISDIR(mode) && (pa.mode & S_ISGID))
+		a.mode |= S_ISGID;
+	a.nlink = S_ISDIR(mode) ? 2 : 1;
+	a.rdev = (uint32_t)rdev;
+	a.pin_tier = -1;
+	a.flags = flags;
+	touch_mc(&a);
+	a.atime_sec = a.mtime_sec;
+	a.atime_nsec = a.mtime_nsec;
+	if (target)
+		a.size = strlen(target);
+	if ((rc = meta_inode_put(t, &a)) || (rc = meta_dirent_put(t, parent, name, ino)))
+		goto abort;
+	if (target && (rc = meta_link_put(t, ino, target)))
+		goto abort;
+	if (S_ISDIR(mode))
+		pa.nlink++;
+	touch_mc(&pa);
+	if ((rc = ns_put(fs, t, &pa)))
+		goto abort;
+	rc = meta_txn_commit(t);
+	if (!rc)
+		*out = ino;
+	return rc;
+abort:
+	meta_txn_abort(t);
+	return rc;
+}
+
+static void reply_made(fuse_req_t req, int rc, uint64_t ino)
+{
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_entry_ino(req, ino);
+}
+
+static void tfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	uint64_t ino = 0;
+	int rc = S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode) || S_ISBLK(mode)
+		     ? make_node(req, parent, name, mode, rdev, NULL, &ino)
+		     : -EINVAL;
+	reply_made(req, rc, ino);
+}
+
+static void tfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	uint64_t ino = 0;
+	int rc = make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL, &ino);
+	reply_made(req, rc, ino);
+}
+
+static void tfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	uint64_t ino = 0;
+	int rc = strlen(link) >= PATH_MAX
+		     ? -ENAMETOOLONG
+		     : make_node(req, parent, name, S_IFLNK | 0777, 0, link, &ino);
+	reply_made(req, rc, ino);
+}
+
+/* Remove NAME from PARENT; DIR says whether it must be a directory. */
+static int remove_name(fuse_ino_t parent, const char *name, bool dir, uint64_t *victim)
+{
+	struct fs *fs = g_fs;
+	if (ctl_ino(parent) || (parent == META_ROOT_INO && !strcmp(name, CTL_NAME)))
+		return -EACCES;
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, true, &t);
+	if (rc)
+		return rc;
+	uint64_t ino;
+	struct meta_inode a, pa;
+	if ((rc = meta_dirent_get(t, parent, name, &ino)) || (rc = ns_get(fs, t, ino, &a)) ||
+	    (rc = ns_get(fs, t, parent, &pa)))
+		goto abort;
+	if (dir && !S_ISDIR(a.mode)) {
+		rc = -ENOTDIR;
+		goto abort;
+	}
+	if (!dir && S_ISDIR(a.mode)) {
+		rc = -EISDIR;
+		goto abort;
+	}
+	if (dir) {
+		rc = meta_dir_is_empty(t, ino);
+		if (rc <= 0) {
+			rc = rc ? rc : -ENOTEMPTY;
+			goto abort;
+		}
+		a.nlink = 0;
+		pa.nlink--;
+	} else {
+		a.nlink--;
+	}
+	if (a.nlink == 0)
+		a.parent = 0;
+	touch_c(&a);
+	touch_mc(&pa);
+	if ((rc = meta_dirent_del(t, parent, name)) || (rc = ns_put(fs, t, &a)) ||
+	    (rc = ns_put(fs, t, &pa)))
+		goto abort;
+	rc = meta_txn_commit(t);
+	*victim = ino;
+	return rc;
+abort:
+	meta_txn_abort(t);
+	return rc;
+}
+
+static void tfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	uint64_t ino = 0;
+	int rc = remove_name(parent, name, false, &ino);
+	fuse_reply_err(req, -rc);
+	if (!rc)
+		inode_maybe_delete(g_fs, ino);
+}
+
+static void tfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	uint64_t ino = 0;
+	int rc = remove_name(parent, name, true, &ino);
+	fuse_reply_err(req, -rc);
+	if (!rc)
+		inode_maybe_delete(g_fs, ino);
+}
+
+static void tfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		       const char *newname, unsigned int flags)
+{
+	struct fs *fs = g_fs;
+	uint64_t victim = 0;
+	if (ctl_ino(parent) || ctl_ino(newparent) ||
+	    (newparent == META_ROOT_INO && !strcmp(newname, CTL_NAME))) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	if (flags & ~(unsigned)RENAME_NOREPLACE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (strlen(newname) > NAME_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, true, &t);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	uint64_t src, dst = 0;
+	struct meta_inode sa, da, pa, npa;
+	if ((rc = meta_dirent_get(t, parent, name, &src)) || (rc = ns_get(fs, t, src, &sa)))
+		goto abort;
+	rc = meta_dirent_get(t, newparent, newname, &dst);
+	if (rc && rc != -ENOENT)
+		goto abort;
+	rc = 0;
+	if (dst == src)
+		goto commit; /* same inode: POSIX says do nothing */
+	if (dst) {
+		if (flags & RENAME_NOREPLACE) {
+			rc = -EEXIST;
+			goto abort;
+		}
+		if ((rc = ns_get(fs, t, dst, &da)))
+			goto abort;
+		if (S_ISDIR(da.mode) && !S_ISDIR(sa.mode)) {
+			rc = -EISDIR;
+			goto abort;
+		}
+		if (!S_ISDIR(da.mode) && S_ISDIR(sa.mode)) {
+			rc = -ENOTDIR;
+			goto abort;
+		}
+		if (S_ISDIR(da.mode)) {
+			rc = meta_dir_is_empty(t, dst);
+			if (rc <= 0) {
+				rc = rc ? rc : -ENOTEMPTY;
+				goto abort;
+			}
+			da.nlink = 0;
+			/* newparent loses the replaced dir's ".." link */
+			if ((rc = ns_get(fs, t, newparent, &npa)))
+				goto abort;
+			npa.nlink--;
+			if ((rc = ns_put(fs, t, &npa)))
+				goto abort;
+		} else {
+			da.nlink--;
+		}
+		if (da.nlink == 0)
+			da.parent = 0;
+		touch_c(&da);
+		if ((rc = meta_dirent_del(t, newparent, newname)) || (rc = ns_put(fs, t, &da)))
+			goto abort;
+		victim = dst;
+	}
+	if ((rc = meta_dirent_del(t, parent, name)) ||
+	    (rc = meta_dirent_put(t, newparent, newname, src)))
+		goto abort;
+	sa.parent = newparent;
+	touch_c(&sa);
+	if ((rc = ns_put(fs, t, &sa)))
+		goto abort;
+	if ((rc = ns_get(fs, t, parent, &pa)))
+		goto abort;
+	if (S_ISDIR(sa.mode) && parent != newparent)
+		pa.nlink--;
+	touch_mc(&pa);
+	if ((rc = ns_put(fs, t, &pa)))
+		goto abort;
+	if (parent != newparent) {
+		if ((rc = ns_get(fs, t, newparent, &npa)))
+			goto abort;
+		if (S_ISDIR(sa.mode))
+			npa.nlink++;
+		touch_mc(&npa);
+		if ((rc = ns_put(fs, t, &npa)))
+			goto abort;
+	}
+commit:
+	rc = meta_txn_commit(t);
+	fuse_reply_err(req, -rc);
+	if (!rc && victim)
+		inode_maybe_delete(fs, victim);
+	return;
+abort:
+	meta_txn_abort(t);
+	fuse_reply_err(req, -rc);
+}
+
+static void tfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct fs *fs = g_fs;
+	if (ctl_ino(ino) || ctl_ino(newparent) ||
+	    (newparent == META_ROOT_INO && !strcmp(newname, CTL_NAME))) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, true, &t);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct meta_inode a, pa;
+	uint64_t existing;
+	if ((rc = ns_get(fs, t, ino, &a)) || (rc = ns_get(fs, t, newparent, &pa)))
+		goto abort;
+	if (S_ISDIR(a.mode)) {
+		rc = -EPERM;
+		goto abort;
+	}
+	rc = meta_dirent_get(t, newparent, newname, &existing);
+	if (rc == 0)
+		rc = -EEXIST;
+	if (rc != -ENOENT)
+		goto abort;
+	a.nlink++;
+	touch_c(&a);
+	touch_mc(&pa);
+	if ((rc = meta_dirent_put(t, newparent, newname, ino)) || (rc = ns_put(fs, t, &a)) ||
+	    (rc = ns_put(fs, t, &pa)))
+		goto abort;
+	rc = meta_txn_commit(t);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_entry_ino(req, ino);
+	return;
+abort:
+	meta_txn_abort(t);
+	fuse_reply_err(req, -rc);
+}
+
+static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = g_fs;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in;
+	int rc = fs_inode_get(fs, ino, &in);
+	if (!rc) {
+		if (S_ISDIR(in->attr.mode) && (fi->flags & O_ACCMODE) != O_RDONLY)
+			rc = -EISDIR;
+		else
+			in->nopen++;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	return rc;
+}
+
+static void tfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (ctl_ino(ino)) {
+		ctl_open(req, ino, fi);
+		return;
+	}
+	int rc = open_inode(ino, fi);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (fuse_reply_open(req, fi) == -ENOENT)
+		/* The caller was interrupted: undo the open. */
+		forget_one(g_fs, 0, 0);
+}
+
+static void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = g_fs;
+	uint64_t ino = 0;
+	int rc = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &ino);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct fuse_entry_param e;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in;
+	rc = fs_inode_get(fs, ino, &in);
+	if (!rc) {
+		in->nlookup++;
+		in->nopen++;
+		fill_entry(fs, in, &e);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	fuse_reply_create(req, &e, fi);
+}
+
+static struct inode *get_open_inode(fuse_ino_t ino)
+{
+	struct fs *fs = g_fs;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in = fs_inode_find(fs, ino);
+	pthread_mutex_unlock(&fs->lock);
+	return in; /* stays while open (nopen > 0) */
+}
+
+static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	if (ctl_ino(ino)) {
+		ctl_read(req, ino, size, off, fi);
+		return;
+	}
+	struct inode *in = get_open_inode(ino);
+	if (!in) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	int rc = cache_read(g_fs, in, (uint64_t)off, size, req);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+}
+
+static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct inode *in = ctl_ino(ino) ? NULL : get_open_inode(ino);
+	if (!in) {
+		fuse_reply_err(req, ctl_ino(ino) ? EROFS : EBADF);
+		return;
+	}
+	int rc = cache_write(g_fs, in, (uint64_t)off, buf, size);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, (size_t)rc);
+}
+
+static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = g_fs;
+	int rc = 0;
+	if (!ctl_ino(ino) && fs->conf.sync_on_close && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		struct inode *in = get_open_inode(ino);
+		if (in)
+			rc = cache_flush_inode(fs, in, true);
+	}
+	fuse_reply_err(req, -rc);
+}
+
+static void tfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = g_fs;
+	if (ctl_ino(ino)) {
+		ctl_release(req, ino, fi);
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in = fs_inode_find(fs, ino);
+	if (in && in->nopen)
+		in->nopen--;
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_err(req, 0);
+	inode_maybe_delete(fs, ino);
+}
+
+static void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)datasync;
+	(void)fi;
+	struct inode *in = ctl_ino(ino) ? NULL : get_open_inode(ino);
+	int rc = in ? cache_flush_inode(g_fs, in, true) : 0;
+	fuse_reply_err(req, -rc);
+}
+
+/* A directory handle holds a snapshot of the entries, so readdir offsets
+ * stay valid whatever happens to the directory meanwhile. */
+struct dirsnap {
+	size_t n, cap;
+	struct dent {
+		uint64_t ino;
+		uint32_t mode;
+		char *name;
+	} * ents;
+};
+
+static int snap_add(struct dirsnap *d, const char *name, uint64_t ino, uint32_t mode)
+{
+	if (d->n == d->cap) {
+		size_t nc = d->cap ? d->cap * 2 : 64;
+		struct dent *ne = realloc(d->ents, nc * sizeof(*ne));
+		if (!ne)
+			return -ENOMEM;
+		d->ents = ne;
+		d->cap = nc;
+	}
+	char *copy = strdup(name);
+	if (!copy)
+		return -ENOMEM;
+	d->ents[d->n++] = (struct dent){ino, mode, copy};
+	return 0;
+}
+
+static int snap_cb(const char *name, uint64_t ino, void *arg)
+{
+	int rc = snap_add(arg, name, ino, 0);
+	return rc ? rc : 0;
+}
+
+static void snap_free(struct dirsnap *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		free(d->ents[i].name);
+	free(d->ents);
+	free(d);
+}
+
+static void tfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = g_fs;
+	if (ctl_ino(ino)) {
+		ctl_opendir(req, ino, fi);
+		return;
+	}
+	struct dirsnap *d = calloc(1, sizeof(*d));
+	if (!d) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	struct meta_txn *t;
+	struct meta_inode a;
+	int rc = meta_txn_begin(fs->meta, false, &t);
+	if (!rc) {
+		rc = meta_inode_get(t, ino, &a);
+		if (!rc && !S_ISDIR(a.mode))
+			rc = -ENOTDIR;
+		if (!rc && !(rc = snap_add(d, ".", ino, S_IFDIR)))
+			rc = snap_add(d, "..", a.parent ? a.parent : ino, S_IFDIR);
+		if (!rc)
+			rc = meta_dir_iter(t, ino, snap_cb, d);
+		for (size_t i = 2; !rc && i < d->n; i++) {
+			struct meta_inode c;
+			if (!meta_inode_get(t, d->ents[i].ino, &c))
+				d->ents[i].mode = c.mode;
+		}
+		meta_txn_abort(t);
+	}
+	if (rc) {
+		snap_free(d);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	if (fuse_reply_open(req, fi))
+		snap_free(d);
+}
+
+static void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	if (ctl_ino(ino)) {
+		ctl_readdir(req, ino, size, off, fi);
+		return;
+	}
+	struct dirsnap *d = (struct dirsnap *)(uintptr_t)fi->fh;
+	char *buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t pos = 0;
+	for (size_t i = (size_t)off; i < d->n; i++) {
+		struct stat st = {.st_ino = d->ents[i].ino, .st_mode = d->ents[i].mode};
+		size_t l = fuse_add_direntry(req, buf + pos, size - pos, d->ents[i].name, &st,
+					     (off_t)(i + 1));
+		if (l > size - pos)
+			break;
+		pos += l;
+	}
+	fuse_reply_buf(req, buf, pos);
+	free(buf);
+}
+
+static void tfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (ctl_ino(ino)) {
+		ctl_releasedir(req, ino, fi);
+		return;
+	}
+	snap_free((struct dirsnap *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void tfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	int rc = cache_commit(g_fs);
+	if (!rc)
+		rc = meta_sync(g_fs->meta);
+	fuse_reply_err(req, -rc);
+}
+
+static void tfs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	struct fs *fs = g_fs;
+	struct statvfs sv = {0};
+	uint64_t total = 0, used = 0;
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		if (fs->conf.tiers[i].implicit)
+			continue;
+		total += tier_slots_total(fs->tiers[i]);
+		used += tier_slots_used(fs->tiers[i]);
+	}
+	/* The cache's own slots are not space users lose. */
+	if (!fs->conf.tiers[fs->ram].implicit)
+		used -= fs->ncached - fs->npinned < used ? fs->ncached - fs->npinned : 0;
+	sv.f_bsize = fs->bs;
+	sv.f_frsize = fs->bs;
+	sv.f_blocks = total;
+	sv.f_bfree = total - used;
+	sv.f_bavail = total - used;
+	sv.f_files = 1ULL << 32;
+	sv.f_ffree = (1ULL << 32) - fs->ninodes;
+	sv.f_favail = sv.f_ffree;
+	sv.f_namemax = NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			  struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct fs *fs = g_fs;
+	if (mode & ~FALLOC_FL_KEEP_SIZE) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	struct inode *in = ctl_ino(ino) ? NULL : get_open_inode(ino);
+	if (!in) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	/* Blocks get their space when written (placement decides where);
+	 * only the size changes here. Holes read as zeros meanwhile. */
+	pthread_mutex_lock(&fs->lock);
+	uint64_t end = (uint64_t)offset + (uint64_t)length;
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > in->attr.size) {
+		in->attr.size = end;
+		in->attr_dirty = true;
+		touch_c(&in->attr);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_err(req, 0);
+}
+
+static void tfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			 size_t size, int flags)
+{
+	xattr_set(req, ino, name, value, size, flags);
+}
+
+static void tfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	xattr_get(req, ino, name, size);
+}
+
+static void tfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	xattr_list(req, ino, size);
+}
+
+static void tfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	xattr_remove(req, ino, name);
+}
+
+const struct fuse_lowlevel_ops tierfs_ops = {
+    .init = tfs_init,
+    .lookup = tfs_lookup,
+    .forget = tfs_forget,
+    .forget_multi = tfs_forget_multi,
+    .getattr = tfs_getattr,
+    .setattr = tfs_setattr,
+    .readlink = tfs_readlink,
+    .mknod = tfs_mknod,
+    .mkdir = tfs_mkdir,
+    .symlink = tfs_symlink,
+    .unlink = tfs_unlink,
+    .rmdir = tfs_rmdir,
+    .rename = tfs_rename,
+    .link = tfs_link,
+    .open = tfs_open,
+    .create = tfs_create,
+    .read = tfs_read,
+    .write = tfs_write,
+    .flush = tfs_flush,
+    .release = tfs_release,
+    .fsync = tfs_fsync,
+    .opendir = tfs_opendir,
+    .readdir = tfs_readdir,
+    .releasedir = tfs_releasedir,
+    .fsyncdir = tfs_fsyncdir,
+    .statfs = tfs_statfs,
+    .fallocate = tfs_fallocate,
+    .setxattr = tfs_setxattr,
+    .getxattr = tfs_getxattr,
+    .listxattr = tfs_listxattr,
+    .removexattr = tfs_removexattr,
+};

@@ -1,0 +1,348 @@
+/*
+ * fs/xattr.c — extended attributes: the user's own, stored in LMDB like any
+ * filesystem's, and tierfs's view of placement:
+ *
+ *   user.tierfs.placement  (files)  "ram=8388608 nvme0=33554432"
+ *   user.tierfs.blocks     (files)  "nvme0:0-3,8 pfs:4-7"
+ *   user.tierfs.pin        (files)  get: the pinned tier; set TIER: move every
+ *                                   block there and keep new ones there;
+ *                                   set "": unpin
+ *   user.tierfs.tiers      (root)   "NAME TYPE USED CAPACITY\n" per tier
+ *
+ * The tierfs names are computed, never stored, and are not listed by
+ * listxattr except on the inodes they apply to.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "fs/fs.h"
+
+#define X_PLACEMENT "user.tierfs.placement"
+#define X_BLOCKS    "user.tierfs.blocks"
+#define X_PIN	    "user.tierfs.pin"
+#define X_TIERS	    "user.tierfs.tiers"
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	int err;
+};
+
+static void sb_printf(struct sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(struct sbuf *s, const char *fmt, ...)
+{
+	if (s->err)
+		return;
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		size_t room = s->cap - s->len;
+		int n = vsnprintf(s->p ? s->p + s->len : NULL, s->p ? room : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			s->err = -EINVAL;
+			return;
+		}
+		if (s->p && (size_t)n < room) {
+			s->len += (size_t)n;
+			return;
+		}
+		size_t nc = s->cap ? s->cap * 2 : 256;
+		while (nc < s->len + (size_t)n + 1)
+			nc *= 2;
+		char *np = realloc(s->p, nc);
+		if (!np) {
+			s->err = -ENOMEM;
+			return;
+		}
+		s->p = np;
+		s->cap = nc;
+	}
+}
+
+/* The tier users see for block I (see fs_placement), -1 for a hole. */
+static int shown_tier(struct fs *fs, const struct blk *b)
+{
+	if (b->ce && (b->ce->pinned || (b->ce->dirty && b->csum == 0) || b->tier == TIER_NONE))
+		return fs->ram;
+	return b->tier == TIER_NONE ? -1 : b->tier;
+}
+
+static void fmt_blocks(struct fs *fs, struct inode *in, struct sbuf *s)
+{
+	uint64_t nb = (in->attr.size + fs->bs - 1) / fs->bs;
+	if (nb > in->nblocks)
+		nb = in->nblocks;
+	bool first_tier = true;
+	for (int t = 0; t < fs->conf.ntiers; t++) {
+		bool any = false;
+		uint64_t run_start = 0;
+		bool in_run = false;
+		for (uint64_t i = 0; i <= nb; i++) {
+			bool on = i < nb && shown_tier(fs, &in->blocks[i]) == t;
+			if (on && !in_run) {
+				run_start = i;
+				in_run = true;
+			} else if (!on && in_run) {
+				in_run = false;
+				sb_printf(s, "%s%s%s", any ? "," : (first_tier ? "" : " "),
+					  any ? "" : fs->conf.tiers[t].name, any ? "" : ":");
+				if (i - 1 == run_start)
+					sb_printf(s, "%llu", (unsigned long long)run_start);
+				else
+					sb_printf(s, "%llu-%llu", (unsigned long long)run_start,
+						  (unsigned long long)(i - 1));
+				any = true;
+				first_tier = false;
+			}
+		}
+	}
+}
+
+/* Compute a tierfs attribute into S. -ENODATA if it does not apply. */
+static int tierfs_attr(struct fs *fs, uint64_t ino, const char *name, struct sbuf *s)
+{
+	if (!strcmp(name, X_TIERS)) {
+		if (ino != META_ROOT_INO)
+			return -ENODATA;
+		for (int i = 0; i < fs->conf.ntiers; i++)
+			sb_printf(s, "%s %s %llu %llu\n", fs->conf.tiers[i].name,
+				  tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
+				  (unsigned long long)tier_slots_used(fs->tiers[i]) * fs->bs,
+				  (unsigned long long)tier_slots_total(fs->tiers[i]) * fs->bs);
+		return s->err;
+	}
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in;
+	int rc = fs_inode_get(fs, ino, &in);
+	if (!rc && !S_ISREG(in->attr.mode))
+		rc = -ENODATA;
+	if (!rc)
+		rc = fs_inode_load_map(fs, in);
+	if (!rc && !strcmp(name, X_PLACEMENT)) {
+		uint64_t bytes[CONF_MAX_TIERS];
+		fs_placement(fs, in, bytes);
+		bool first = true;
+		for (int t = 0; t < fs->conf.ntiers; t++)
+			if (bytes[t]) {
+				sb_printf(s, "%s%s=%llu", first ? "" : " ", fs->conf.tiers[t].name,
+					  (unsigned long long)bytes[t]);
+				first = false;
+			}
+	} else if (!rc && !strcmp(name, X_BLOCKS)) {
+		fmt_blocks(fs, in, s);
+	} else if (!rc && !strcmp(name, X_PIN)) {
+		int t =
+		    in->attr.pin_tier >= 0 ? fs_tier_of_id(fs, (uint16_t)in->attr.pin_tier) : -1;
+		if (t < 0)
+			rc = -ENODATA;
+		else
+			sb_printf(s, "%s", fs->conf.tiers[t].name);
+	} else if (!rc) {
+		rc = -ENODATA;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return rc ? rc : s->err;
+}
+
+static bool is_tierfs_name(const char *name)
+{
+	return !strncmp(name, "user.tierfs.", 12);
+}
+
+static void reply_value(fuse_req_t req, const char *val, size_t len, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+}
+
+void xattr_get(fuse_req_t req, uint64_t ino, const char *name, size_t size)
+{
+	struct fs *fs = g_fs;
+	if (ctl_ino(ino)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	if (is_tierfs_name(name)) {
+		struct sbuf s = {0};
+		int rc = tierfs_attr(fs, ino, name, &s);
+		if (rc)
+			fuse_reply_err(req, -rc);
+		else
+			reply_value(req, s.p ? s.p : "", s.len, size);
+		free(s.p);
+		return;
+	}
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, false, &t);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	char *buf = size ? malloc(size) : NULL;
+	if (size && !buf) {
+		meta_txn_abort(t);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = meta_xattr_get(t, ino, name, buf, size);
+	meta_txn_abort(t);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)rc);
+	else
+		fuse_reply_buf(req, buf, (size_t)rc);
+	free(buf);
+}
+
+static void set_pin(fuse_req_t req, uint64_t ino, const char *value, size_t size)
+{
+	struct fs *fs = g_fs;
+	char name[TIER_NAME_MAX];
+	if (size >= sizeof(name)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	memcpy(name, value, size);
+	name[size] = '\0';
+	int t = -1;
+	if (size) {
+		t = config_tier_index(&fs->conf, name);
+		if (t < 0) {
+			TFS_LOG("setfattr %s: no tier named '%s'", X_PIN, name);
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+	}
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in;
+	int rc = fs_inode_get(fs, ino, &in);
+	if (!rc && !S_ISREG(in->attr.mode))
+		rc = -EPERM;
+	if (!rc) {
+		in->attr.pin_tier = t < 0 ? -1 : fs->tier_id[t];
+		in->attr_dirty = true;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (!rc)
+		rc = t >= 0 ? cache_pin(fs, in, t) : cache_commit(fs);
+	if (!rc && t < 0) {
+		pthread_mutex_lock(&fs->lock);
+		in->home = fs_home_for(fs, &in->attr, NULL);
+		pthread_mutex_unlock(&fs->lock);
+	}
+	fuse_reply_err(req, -rc);
+}
+
+void xattr_set(fuse_req_t req, uint64_t ino, const char *name, const char *value, size_t size,
+	       int flags)
+{
+	struct fs *fs = g_fs;
+	if (ctl_ino(ino)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (!strcmp(name, X_PIN)) {
+		set_pin(req, ino, value, size);
+		return;
+	}
+	if (is_tierfs_name(name)) {
+		fuse_reply_err(req, EPERM); /* computed, read-only */
+		return;
+	}
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, true, &t);
+	if (!rc) {
+		rc = meta_xattr_set(t, ino, name, value, size, flags);
+		if (rc)
+			meta_txn_abort(t);
+		else
+			rc = meta_txn_commit(t);
+	}
+	fuse_reply_err(req, -rc);
+}
+
+void xattr_list(fuse_req_t req, uint64_t ino, size_t size)
+{
+	struct fs *fs = g_fs;
+	if (ctl_ino(ino)) {
+		reply_value(req, "", 0, size);
+		return;
+	}
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, false, &t);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	int n = meta_xattr_list(t, ino, NULL, 0);
+	struct sbuf s = {0};
+	if (n > 0) {
+		s.p = malloc((size_t)n + 1);
+		s.cap = (size_t)n + 1;
+		if (!s.p || (n = meta_xattr_list(t, ino, s.p, (size_t)n)) < 0)
+			s.err = n < 0 ? n : -ENOMEM;
+		else
+			s.len = (size_t)n;
+	} else if (n < 0) {
+		s.err = n;
+	}
+	struct meta_inode a;
+	bool reg = !meta_inode_get(t, ino, &a) && S_ISREG(a.mode);
+	meta_txn_abort(t);
+	if (!s.err && reg) {
+		const char *names[] = {X_PLACEMENT, X_BLOCKS};
+		for (size_t i = 0; i < 2; i++) {
+			sb_printf(&s, "%s", names[i]);
+			sb_printf(&s, "%c", 0);
+		}
+		/* vsnprintf cannot write a NUL as content: fix the lengths. */
+	}
+	if (!s.err && ino == META_ROOT_INO) {
+		sb_printf(&s, "%s", X_TIERS);
+		sb_printf(&s, "%c", 0);
+	}
+	if (s.err)
+		fuse_reply_err(req, -s.err);
+	else
+		reply_value(req, s.p ? s.p : "", s.len, size);
+	free(s.p);
+}
+
+void xattr_remove(fuse_req_t req, uint64_t ino, const char *name)
+{
+	struct fs *fs = g_fs;
+	if (ctl_ino(ino)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (!strcmp(name, X_PIN)) {
+		set_pin(req, ino, "", 0);
+		return;
+	}
+	if (is_tierfs_name(name)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	struct meta_txn *t;
+	int rc = meta_txn_begin(fs->meta, true, &t);
+	if (!rc) {
+		rc = meta_xattr_del(t, ino, name);
+		if (rc)
+			meta_txn_abort(t);
+		else
+			rc = meta_txn_commit(t);
+	}
+	fuse_reply_err(req, -rc);
+}
