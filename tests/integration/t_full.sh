@@ -85,7 +85,9 @@ rm -f "$MNT/d/overflow"
 check "unmount clean" umount_fs
 mount_fs "$T/c.conf" || { fail remount; tap_exit; exit 1; }
 diff -r "$T/copy" "$MNT/d" >/dev/null && ok "earlier files intact after remount" || fail "files damaged after remount"
+getfattr --only-values -n user.tierfs.tiers "$MNT" 2>/dev/null | sed 's/^/# tiers before delete: /'
 rm -f "$MNT/d/f5" "$MNT/d/f4"
+getfattr --only-values -n user.tierfs.tiers "$MNT" 2>/dev/null | sed 's/^/# tiers after delete: /'
 out=$(fill "$MNT/d/again" 6 again)
 [ "${out%% *}" = ok ] && ok "after deleting 8 MiB, a 6 MiB file fits again" || fail "after deleting: $out"
 check "unmount clean (2)" umount_fs

@@ -45,7 +45,7 @@ tools() { # DIR: print observations
 	stat -c '%s %a %Y %F' f
 	ln -s f link && readlink link && stat -L -c '%s' link
 	setfattr -n user.color -v blue f && getfattr --only-values -n user.color f && echo
-	getfattr -d f 2>/dev/null | grep -c '^user\.' # (count)
+	getfattr -d f 2>/dev/null | grep '^user\.' | grep -vc '^user\.tierfs\.' # (count, without tierfs's own)
 	setfattr -x user.color f && getfattr -n user.color f 2>&1 | grep -o 'No such attribute'
 	mkdir sub && touch sub/x && { rmdir sub 2>&1 | grep -o 'Directory not empty'; }
 	truncate -s 3000000 f && stat -c '%s' f && truncate -s 2 f && cat f | od -c | head -1
