@@ -96,7 +96,7 @@ setfattr -n user.tierfs.pin -v "" "$MNT/odd"
 R=$MNT/zero_stage_3/optimizer/rank0
 mkdir -p "$R"
 head -c $((3 * MiB)) /dev/urandom >"$R/0_99_gradient_0_786432.tensor.swp"
-head -c $((2 * MiB)) /dev/urandom >"$R/exp_avg-0_99.tensor.swp"
+head -c $((2 * MiB)) /dev/urandom >"$R/exp_avg-0_99.tensor.swp" && sync "$R/exp_avg-0_99.tensor.swp"
 check "rule *_gradient_*.tensor.swp -> ram: all bytes on ram" pl_check "$R/0_99_gradient_0_786432.tensor.swp" $((3 * MiB)) ram
 pl=$(xa user.tierfs.placement "$R/exp_avg-0_99.tensor.swp")
 echo "$pl" | grep -qE '(^| )nvme[01]=[1-9]' && ok "non-matching file striped on nvme tiers ($pl)" || fail "exp_avg placement '$pl'"
