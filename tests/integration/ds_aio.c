@@ -355,9 +355,10 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	q_exit(&q);
 	double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	printf(
-	    "# ds_aio: %s %s%s gen %" PRIu64 ": %" PRIu64 " MiB verified-ok in %.2fs (%.0f MiB/s)\n",
-	    eng == ENG_AIO ? "libaio" : "io_uring", do_write ? "write" : "", do_read ? "+read" : "",
-	    gen, bytes_done >> 20, sec, sec > 0 ? (double)(bytes_done >> 20) / sec : 0.0);
+	printf("# ds_aio: %s %s%s gen %" PRIu64 ": %" PRIu64
+	       " MiB verified-ok in %.2fs (%.0f MiB/s)\n",
+	       eng == ENG_AIO ? "libaio" : "io_uring", do_write ? "write" : "",
+	       do_read ? "+read" : "", gen, bytes_done >> 20, sec,
+	       sec > 0 ? (double)(bytes_done >> 20) / sec : 0.0);
 	return 0;
 }
