@@ -217,10 +217,24 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 	if (pref < 0)
 		return -ENOSPC; /* no persistent tier at all: RAM is all there is */
 	bool full[CONF_MAX_TIERS] = {0};
+	bool committed = false;
 	for (int tries = 0; tries < CONF_MAX_TIERS * 2; tries++) {
 		for (int i = 0; i < fs->conf.ntiers; i++)
 			full[i] = full[i] || !tier_persistent(fs->tiers[i]) || tier_full(fs, i);
 		int t = placement_spill(&fs->conf, &fs->stripe, pref, full);
+		if (t < 0 && fs->nfreed && !committed) {
+			/* Slots of deleted blocks come back only once their
+			 * removal is committed: do that now rather than fail. */
+			committed = true;
+			pthread_mutex_unlock(&fs->lock);
+			cache_commit(fs);
+			pthread_mutex_lock(&fs->lock);
+			b = &in->blocks[idx];
+			if (b->tier != TIER_NONE)
+				return 0;
+			memset(full, 0, sizeof(full));
+			continue;
+		}
 		if (t < 0)
 			return t;
 		int64_t slot = tier_alloc(fs->tiers[t]);
@@ -518,6 +532,15 @@ int cache_forget_inode(struct fs *fs, struct inode *in)
 	return 0;
 }
 
+/* The tier a block is on as users see it: its home. RAM for blocks kept
+ * there (pinned) or that have no durable slot; -1 for a hole. Lock held. */
+int fs_block_tier(struct fs *fs, const struct blk *b)
+{
+	if (b->ce && (b->ce->pinned || b->tier == TIER_NONE))
+		return fs->ram;
+	return b->tier == TIER_NONE ? -1 : b->tier;
+}
+
 /* Bytes of IN per tier as users see them: a block only in RAM (dirty, or
  * at home there) counts for the RAM tier. Lock held. Returns the total. */
 uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes)
@@ -527,14 +550,8 @@ uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes)
 		return 0;
 	uint64_t total = 0;
 	for (uint64_t i = 0; i < in->nblocks && i * fs->bs < in->attr.size; i++) {
-		struct blk *b = &in->blocks[i];
-		int t;
-		if (b->ce &&
-		    (b->ce->pinned || (b->ce->dirty && b->csum == 0) || b->tier == TIER_NONE))
-			t = fs->ram;
-		else if (b->tier != TIER_NONE)
-			t = b->tier;
-		else
+		int t = fs_block_tier(fs, &in->blocks[i]);
+		if (t < 0)
 			continue;
 		uint64_t n = in->attr.size - i * fs->bs;
 		if (n > fs->bs)
@@ -609,11 +626,6 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	struct flush_io *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
-	if (e->pinned) {
-		/* It leaves RAM's care: now an ordinary cached block. */
-		e->pinned = false;
-		fs->npinned--;
-	}
 	e->flushing = true;
 	e->dirty = false;
 	fs->ndirty--;
@@ -687,10 +699,12 @@ int cache_commit(struct fs *fs)
 			continue;
 		}
 		struct blk *b = pend[i].idx < in->nblocks ? &in->blocks[pend[i].idx] : NULL;
-		if (!b || b->tier == TIER_NONE) {
+		if (!b || b->tier == TIER_NONE || b->csum == 0) {
+			/* No block, or a slot given but not written yet: either
+			 * way the committed record (whose slot may be freed in
+			 * this very commit) must go. The write-back will add
+			 * the new one. */
 			del[i] = true;
-		} else if (b->csum == 0) {
-			skip[i] = true; /* slot given but nothing written yet */
 		} else {
 			recs[i].tier_id = fs->tier_id[b->tier];
 			recs[i].slot = b->slot;
@@ -1011,7 +1025,8 @@ int cache_init(struct fs *fs)
 	struct tier *ram = fs->tiers[fs->ram];
 	fs->cache_slots = tier_slots_total(ram);
 	uint64_t per_req = (1u << 20) / fs->bs + 2;
-	uint64_t need = per_req * (fs->conf.threads + 2) * 2;
+	/* Each worker thread holds at most one request's blocks at a time. */
+	uint64_t need = per_req * fs->conf.threads + 8;
 	if (fs->cache_slots < need) {
 		TFS_LOG("%s: tier %s: capacity %llu bytes is too small for the cache: need at "
 			"least %llu blocks of %u bytes",

@@ -148,6 +148,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier); /* no lock held */
 int flusher_start(struct fs *fs);
 void flusher_stop(struct fs *fs);
 uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes /* [ntiers] */);
+int fs_block_tier(struct fs *fs, const struct blk *b);
 
 /* ctl.c — the read-only .tierfs view */
 #define CTL_BASE  (1ULL << 62)

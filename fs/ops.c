@@ -665,6 +665,14 @@ static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 		else
 			in->nopen++;
 	}
+	/* libfuse asks for atomic O_TRUNC: the truncate comes with the open. */
+	if (!rc && (fi->flags & O_TRUNC) && S_ISREG(in->attr.mode) && in->attr.size) {
+		rc = cache_truncate(fs, in, 0);
+		if (!rc)
+			touch_mc(&in->attr);
+		else
+			in->nopen--;
+	}
 	pthread_mutex_unlock(&fs->lock);
 	fi->direct_io = 1;
 	fi->keep_cache = 0;

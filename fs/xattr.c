@@ -66,14 +66,6 @@ static void sb_printf(struct sbuf *s, const char *fmt, ...)
 	}
 }
 
-/* The tier users see for block I (see fs_placement), -1 for a hole. */
-static int shown_tier(struct fs *fs, const struct blk *b)
-{
-	if (b->ce && (b->ce->pinned || (b->ce->dirty && b->csum == 0) || b->tier == TIER_NONE))
-		return fs->ram;
-	return b->tier == TIER_NONE ? -1 : b->tier;
-}
-
 static void fmt_blocks(struct fs *fs, struct inode *in, struct sbuf *s)
 {
 	uint64_t nb = (in->attr.size + fs->bs - 1) / fs->bs;
@@ -85,7 +77,7 @@ static void fmt_blocks(struct fs *fs, struct inode *in, struct sbuf *s)
 		uint64_t run_start = 0;
 		bool in_run = false;
 		for (uint64_t i = 0; i <= nb; i++) {
-			bool on = i < nb && shown_tier(fs, &in->blocks[i]) == t;
+			bool on = i < nb && fs_block_tier(fs, &in->blocks[i]) == t;
 			if (on && !in_run) {
 				run_start = i;
 				in_run = true;
