@@ -2,20 +2,20 @@
  * policy/order.c — the access-order learner (see order.h for the model).
  *
  * Memory layout, all allocated by order_create:
- *   rec/recw  the recording of deduplicated accesses (key, write flag) while
- *             learning; once learned, rec[0..clen) IS the cycle (the last
- *             period of the recording moved to the front), so learning and
- *             predicting share one buffer.
- *   tab       open-addressing hash key -> entry. An entry belongs to the
- *             current generation only if its epoch matches, so emptying the
- *             table is one increment (no O(size) clear per relearn). While
- *             learning an entry keeps the key's last ORDER_KPOS positions in
- *             rec; once learned, pos[0] = first position in the cycle,
- *             pos[1] = last one, pos[2] = when it was last accessed.
- *   nxt       learned only: the next position of the same key in the cycle
- *             (circular), so all of a key's positions are a short chain.
- *   hbits     learned only: hit (1) / miss (0) of the last health_window
- *             accesses, the pattern's health.
+ *   rec/recw  the recording of deduplicated accesses (key, write flag). It
+ *             never stops, even once learned: candidate periods keep being
+ *             checked, so a false lock (a sub-period that held for a while,
+ *             e.g. "read a sub-group, write it") is caught by its candidate
+ *             failing later, and a new pattern is found without starting over.
+ *   tab       open-addressing hash key -> the key's last ORDER_KPOS positions
+ *             in rec. An entry is live only if its epoch matches, so emptying
+ *             the table is one increment (no O(size) clear per slide).
+ *   cyc/cycw  the learned cycle (a copy of the last period of the recording).
+ *   ctab      hash key -> first and last position in cyc, last access time.
+ *   nxt       the next position of the same key in the cycle (circular), so
+ *             all of a key's positions are a short chain.
+ *   hbits     hit (1) / miss (0) of the last health_window accesses while
+ *             learned: the pattern's health.
  * Not thread-safe: the cache's lock guards every field.
  */
 #include <errno.h>
@@ -24,8 +24,9 @@
 
 #include "policy/order.h"
 
-#define ORDER_KPOS  4 /* positions remembered per key while learning */
-#define ORDER_NCAND 8 /* candidate periods tried at once */
+#define ORDER_KPOS   4	 /* positions remembered per key while learning */
+#define ORDER_NCAND  8	 /* candidate periods tried at once */
+#define ORDER_HIST_W 128 /* widest window a candidate check uses */
 
 struct ent {
 	uint64_t key;
@@ -34,10 +35,22 @@ struct ent {
 	uint32_t pos[ORDER_KPOS];
 };
 
+struct cent {
+	uint64_t key;
+	uint32_t epoch;
+	uint32_t first, last; /* positions in cyc */
+	uint32_t last_t;      /* clock of the key's last access */
+};
+
 struct cand {
 	bool used;
-	uint32_t lag;	  /* candidate period */
-	uint32_t start;	  /* rec position of its first check */
+	bool probation; /* the current cycle came from it: still being checked */
+	uint32_t lag;	/* candidate period */
+	/* How many accesses had an occurrence at each offset from exactly
+	 * lag back: the mode is the real period (every access of a periodic
+	 * stream has an occurrence one period back; other offsets only
+	 * catch keys that occur twice per cycle). */
+	uint32_t hist[2 * ORDER_HIST_W + 1];
 	uint32_t checked; /* accesses compared so far */
 	uint32_t miss;	  /* of those, not found lag back (+-window) */
 };
@@ -59,8 +72,15 @@ struct order {
 
 	struct cand cand[ORDER_NCAND];
 
+	size_t min_verify;
+
 	bool learned;
 	size_t clen, cur; /* cycle length; position of the next expected access */
+	uint64_t *cyc;
+	uint8_t *cycw;
+	struct cent *ctab;
+	size_t ctab_mask;
+	uint32_t cepoch;
 	uint32_t *nxt;
 	uint8_t *hbits;
 	unsigned hpos, hfill, hhits;
@@ -81,17 +101,6 @@ static uint64_t mix(uint64_t x)
 	x *= 0x94d049bb133111ebull;
 	x ^= x >> 31;
 	return x;
-}
-
-static struct ent *tab_find(const struct order *o, uint64_t key)
-{
-	for (size_t i = mix(key) & o->tab_mask;; i = (i + 1) & o->tab_mask) {
-		struct ent *e = &o->tab[i];
-		if (e->epoch != o->epoch)
-			return NULL;
-		if (e->key == key)
-			return e;
-	}
 }
 
 /* Caller guarantees tab_used < tab_limit (< table size), so a slot exists. */
@@ -129,26 +138,61 @@ static void push_pos(struct ent *e, uint32_t p)
 	e->npos++;
 }
 
-/* Whether e occurred within +-w of position target (may be negative). */
-static bool near(const struct ent *e, int64_t target, int64_t w)
+/* Whether e occurred within +-w of position target (may be negative);
+ * each such occurrence is counted in hist at its offset. */
+static bool near(const struct ent *e, int64_t target, int64_t w, uint32_t *hist)
 {
 	unsigned n = e->npos < ORDER_KPOS ? e->npos : ORDER_KPOS;
+	bool found = false;
 	for (unsigned j = 0; j < n; j++) {
 		int64_t d = (int64_t)e->pos[j] - target;
-		if (d >= -w && d <= w)
-			return true;
+		if (d >= -w && d <= w) {
+			hist[d + ORDER_HIST_W]++;
+			found = true;
+		}
 	}
-	return false;
+	return found;
 }
 
-static void restart_learning(struct order *o)
+/* The window a candidate of period lag is checked with. */
+static int64_t cand_window(const struct order *o, uint32_t lag)
 {
-	o->learned = false;
-	o->clen = 0;
-	o->cur = 0;
-	o->len = 0;
-	memset(o->cand, 0, sizeof(o->cand));
-	tab_clear(o);
+	int64_t w = o->window;
+	if (w > (int64_t)lag / 4)
+		w = lag / 4;
+	if (w > ORDER_HIST_W)
+		w = ORDER_HIST_W;
+	return w;
+}
+
+/* Cycle table: keys of the learned cycle. Same open addressing and epoch
+ * trick as tab; at most max_cycle keys in 2 * max_cycle slots. */
+static struct cent *ctab_find(const struct order *o, uint64_t key)
+{
+	for (size_t i = mix(key) & o->ctab_mask;; i = (i + 1) & o->ctab_mask) {
+		struct cent *e = &o->ctab[i];
+		if (e->epoch != o->cepoch)
+			return NULL;
+		if (e->key == key)
+			return e;
+	}
+}
+
+static struct cent *ctab_get(struct order *o, uint64_t key, bool *fresh)
+{
+	for (size_t i = mix(key) & o->ctab_mask;; i = (i + 1) & o->ctab_mask) {
+		struct cent *e = &o->ctab[i];
+		if (e->epoch != o->cepoch) {
+			e->key = key;
+			e->epoch = o->cepoch;
+			*fresh = true;
+			return e;
+		}
+		if (e->key == key) {
+			*fresh = false;
+			return e;
+		}
+	}
 }
 
 /* Drop the oldest part of the recording, keeping enough for the longest
@@ -168,76 +212,94 @@ static void slide(struct order *o)
 		bool fresh;
 		push_pos(tab_get(o, o->rec[p], &fresh), (uint32_t)p);
 	}
-	for (int c = 0; c < ORDER_NCAND; c++) {
-		struct cand *k = &o->cand[c];
-		if (!k->used)
-			continue;
-		if (k->start < shift)
-			k->used = false;
-		else
-			k->start -= (uint32_t)shift;
-	}
+	/* Candidates live on: they only look lag + window back, which the
+	 * kept part still holds. */
 }
 
-/* The last `lag` recorded accesses become the cycle. */
+/* The last `lag` recorded accesses become the cycle. O(lag), and a
+ * candidate needs at least lag accesses to get here. */
 static void become_learned(struct order *o, size_t lag)
 {
-	memmove(o->rec, o->rec + (o->len - lag), lag * sizeof(*o->rec));
-	memmove(o->recw, o->recw + (o->len - lag), lag);
-	o->len = lag;
+	memcpy(o->cyc, o->rec + (o->len - lag), lag * sizeof(*o->cyc));
+	memcpy(o->cycw, o->recw + (o->len - lag), lag);
 	o->clen = lag;
 	o->cur = 0;
-	tab_clear(o);
+	if (++o->cepoch == 0) {
+		memset(o->ctab, 0, (o->ctab_mask + 1) * sizeof(*o->ctab));
+		o->cepoch = 1;
+	}
 	for (size_t p = 0; p < lag; p++) {
 		bool fresh;
-		struct ent *e = tab_get(o, o->rec[p], &fresh);
+		struct cent *e = ctab_get(o, o->cyc[p], &fresh);
 		if (fresh)
-			e->pos[0] = (uint32_t)p;
+			e->first = (uint32_t)p;
 		else
-			o->nxt[e->pos[1]] = (uint32_t)p;
-		e->pos[1] = (uint32_t)p;
+			o->nxt[e->last] = (uint32_t)p;
+		e->last = (uint32_t)p;
 		/* The clock of its last access in the recording (which ends now). */
-		e->pos[2] = o->t - (uint32_t)(lag - 1 - p);
+		e->last_t = o->t - (uint32_t)(lag - 1 - p);
 	}
 	/* Close each key's chain: its last position links to its first. */
 	for (size_t p = 0; p < lag; p++) {
-		struct ent *e = tab_find(o, o->rec[p]);
-		if (e->pos[1] == p)
-			o->nxt[p] = e->pos[0];
+		struct cent *e = ctab_find(o, o->cyc[p]);
+		if (e->last == p)
+			o->nxt[p] = e->first;
 	}
-	memset(o->cand, 0, sizeof(o->cand));
 	o->learned = true;
 	o->hpos = o->hfill = o->hhits = 0;
 	o->miss_run = 0;
 	o->st.learns++;
 }
 
-static void learn_access(struct order *o, uint64_t key, bool write)
+static void unlearn(struct order *o)
+{
+	o->learned = false;
+	o->clen = 0;
+	o->cur = 0;
+	for (int c = 0; c < ORDER_NCAND; c++)
+		o->cand[c].probation = false;
+}
+
+/* Record one access and run the candidate periods over it. */
+static void record(struct order *o, uint64_t key, bool write)
 {
 	if (o->len >= o->rec_cap || o->tab_used + 1 >= o->tab_limit)
 		slide(o);
 	size_t i = o->len;
 	bool fresh;
 	struct ent *e = tab_get(o, key, &fresh);
-	size_t confirmed = 0;
+	int confirmed = -1;
 
 	for (int c = 0; c < ORDER_NCAND; c++) {
 		struct cand *k = &o->cand[c];
 		if (!k->used)
 			continue;
-		int64_t w = o->window < k->lag / 4 ? o->window : k->lag / 4;
 		k->checked++;
-		if (!near(e, (int64_t)i - k->lag, w))
+		if (!near(e, (int64_t)i - k->lag, cand_window(o, k->lag), k->hist))
 			k->miss++;
-		double allowed = (1.0 - o->threshold) * k->lag;
-		if ((double)k->miss > allowed) {
+		size_t span = k->lag > o->min_verify ? k->lag : o->min_verify;
+		if ((double)k->miss > (1.0 - o->threshold) * (double)span) {
+			/* The period does not hold. If the cycle came from it,
+			 * that was a false lock: drop the cycle. */
+			if (k->probation && o->learned) {
+				unlearn(o);
+				o->st.false_locks++;
+			}
 			k->used = false;
-		} else if (k->checked >= k->lag && (!confirmed || k->lag < confirmed)) {
-			confirmed = k->lag; /* the shortest period that holds */
+		} else if (k->probation) {
+			/* Held over two spans: trusted; health takes over. */
+			if (k->checked >= 2 * span)
+				k->used = false;
+		} else if (k->checked >= span) {
+			if (o->learned) {
+				k->used = false; /* agrees or not, the cycle stands */
+			} else if (confirmed < 0 || k->lag < o->cand[confirmed].lag) {
+				confirmed = c; /* the shortest period that holds */
+			}
 		}
 	}
 
-	if (!fresh && !confirmed) {
+	if (!fresh) {
 		uint32_t prev = e->pos[(e->npos - 1) % ORDER_KPOS];
 		size_t lag = i - prev;
 		bool dup = false;
@@ -249,17 +311,14 @@ static void learn_access(struct order *o, uint64_t key, bool write)
 					slot = c;
 				continue;
 			}
-			size_t w = o->window < k->lag / 4 ? o->window : k->lag / 4;
+			size_t w = (size_t)cand_window(o, k->lag);
 			if (lag + w >= k->lag && lag <= k->lag + w)
 				dup = true;
 		}
 		if (!dup && slot >= 0 && lag >= o->min_cycle && lag <= o->max_cycle) {
 			/* This access is the candidate's first match. */
-			o->cand[slot] = (struct cand){.used = true,
-						      .lag = (uint32_t)lag,
-						      .start = (uint32_t)i,
-						      .checked = 1,
-						      .miss = 0};
+			o->cand[slot] =
+			    (struct cand){.used = true, .lag = (uint32_t)lag, .checked = 1};
 		}
 	}
 
@@ -267,8 +326,30 @@ static void learn_access(struct order *o, uint64_t key, bool write)
 	o->recw[i] = write;
 	push_pos(e, (uint32_t)i);
 	o->len++;
-	if (confirmed)
-		become_learned(o, confirmed);
+	if (confirmed >= 0) {
+		/* The lag that spawned the candidate came from one key's previous
+		 * occurrence, which may be another occurrence in the same cycle
+		 * or a jittered one: re-centre it on the average match, which is
+		 * the real period. */
+		struct cand *k = &o->cand[confirmed];
+		int64_t best = ORDER_HIST_W;
+		for (int64_t d = 0; d <= 2 * ORDER_HIST_W; d++)
+			if (k->hist[d] > k->hist[best])
+				best = d;
+		int64_t lag = (int64_t)k->lag - (best - ORDER_HIST_W);
+		if (lag < (int64_t)o->min_cycle)
+			lag = (int64_t)o->min_cycle;
+		if (lag > (int64_t)o->max_cycle)
+			lag = (int64_t)o->max_cycle;
+		if (lag > (int64_t)o->len)
+			lag = (int64_t)o->len;
+		k->lag = (uint32_t)lag;
+		k->probation = true;
+		k->miss = 0;
+		k->checked = 0;
+		memset(k->hist, 0, sizeof(k->hist));
+		become_learned(o, (size_t)lag);
+	}
 }
 
 /* Signed circular distance from the current position to q, in
@@ -293,17 +374,17 @@ static void health_push(struct order *o, bool hit)
 	o->hpos = (o->hpos + 1) % o->hsize;
 }
 
-/* Returns false when the pattern broke (the caller relearns). */
-static bool learned_access(struct order *o, uint64_t key)
+/* Follow the position. Returns false when the pattern broke. */
+static bool track(struct order *o, uint64_t key)
 {
-	struct ent *e = tab_find(o, key);
+	struct cent *e = ctab_find(o, key);
 	bool hit = false;
-	int64_t w = o->window < o->clen / 4 ? o->window : o->clen / 4;
+	int64_t w = o->window < o->clen / 4 ? o->window : (int64_t)o->clen / 4;
 	if (e) {
 		/* The key's occurrence nearest the current position. */
 		int64_t best = 0;
 		bool have = false;
-		uint32_t p = e->pos[0];
+		uint32_t p = e->first;
 		do {
 			int64_t d = cdist(o, p);
 			if (!have || llabs(d) < llabs(best)) {
@@ -311,7 +392,7 @@ static bool learned_access(struct order *o, uint64_t key)
 				have = true;
 			}
 			p = o->nxt[p];
-		} while (p != e->pos[0]);
+		} while (p != e->first);
 		if (llabs(best) <= w) {
 			hit = true;
 			/* Late accesses (jitter) do not move the position back. */
@@ -320,9 +401,9 @@ static bool learned_access(struct order *o, uint64_t key)
 		} else if (o->miss_run >= 1) {
 			/* Second miss in a row on a key of the cycle: we lost
 			 * our place; continue after this occurrence. */
-			o->cur = (o->cur + o->clen + (size_t)best + 1) % o->clen;
+			o->cur = (size_t)((int64_t)o->cur + (int64_t)o->clen + best + 1) % o->clen;
 		}
-		e->pos[2] = o->t;
+		e->last_t = o->t;
 	}
 	o->miss_run = hit ? 0 : o->miss_run + 1;
 	o->st.learned_accesses++;
@@ -340,7 +421,7 @@ void order_access(struct order *o, uint64_t key, bool write)
 	if (o->have_last && o->last_key == key) {
 		/* Another request on the same block: one access. A read among
 		 * them means the data is needed. */
-		if (!o->learned && o->len > 0 && !write)
+		if (o->len > 0 && !write)
 			o->recw[o->len - 1] = 0;
 		return;
 	}
@@ -348,13 +429,11 @@ void order_access(struct order *o, uint64_t key, bool write)
 	o->last_key = key;
 	o->st.deduped++;
 	o->t++;
-	if (o->learned) {
-		if (learned_access(o, key))
-			return;
+	if (o->learned && !track(o, key)) {
 		o->st.relearns++;
-		restart_learning(o);
+		unlearn(o);
 	}
-	learn_access(o, key, write);
+	record(o, key, write);
 }
 
 int order_create(const struct order_params *p, struct order **out)
@@ -372,6 +451,8 @@ int order_create(const struct order_params *p, struct order **out)
 		d.threshold = 0.9;
 	if (!d.health_window)
 		d.health_window = 4096;
+	if (!d.min_verify)
+		d.min_verify = 256;
 	if (d.max_cycle > (1u << 30) || d.min_cycle < 2 || d.min_cycle > d.max_cycle ||
 	    d.threshold <= 0 || d.threshold > 1)
 		return -EINVAL;
@@ -383,6 +464,7 @@ int order_create(const struct order_params *p, struct order **out)
 		return -ENOMEM;
 	o->max_cycle = d.max_cycle;
 	o->min_cycle = d.min_cycle;
+	o->min_verify = d.min_verify;
 	o->window = d.window;
 	o->threshold = d.threshold;
 	o->hsize = d.health_window;
@@ -391,16 +473,22 @@ int order_create(const struct order_params *p, struct order **out)
 	while (tsize < 2 * d.max_cycle)
 		tsize <<= 1;
 	o->tab_mask = tsize - 1;
+	o->ctab_mask = tsize - 1;
 	/* Load <= 3/4 keeps probes short; slide() leaves at most
 	 * max_cycle + window (<= 1.25 max_cycle < 3/4 tsize) keys. */
 	o->tab_limit = tsize / 4 * 3;
 	o->epoch = 1;
+	o->cepoch = 1;
 	o->rec = malloc(o->rec_cap * sizeof(*o->rec));
 	o->recw = malloc(o->rec_cap);
 	o->tab = calloc(tsize, sizeof(*o->tab));
+	o->cyc = malloc(d.max_cycle * sizeof(*o->cyc));
+	o->cycw = malloc(d.max_cycle);
+	o->ctab = calloc(tsize, sizeof(*o->ctab));
 	o->nxt = malloc(d.max_cycle * sizeof(*o->nxt));
 	o->hbits = calloc(o->hsize, 1);
-	if (!o->rec || !o->recw || !o->tab || !o->nxt || !o->hbits) {
+	if (!o->rec || !o->recw || !o->tab || !o->cyc || !o->cycw || !o->ctab || !o->nxt ||
+	    !o->hbits) {
 		order_destroy(o);
 		return -ENOMEM;
 	}
@@ -415,6 +503,9 @@ void order_destroy(struct order *o)
 	free(o->rec);
 	free(o->recw);
 	free(o->tab);
+	free(o->cyc);
+	free(o->cycw);
+	free(o->ctab);
 	free(o->nxt);
 	free(o->hbits);
 	free(o);
@@ -432,19 +523,19 @@ size_t order_cycle_len(const struct order *o)
 
 static uint64_t next_of(const struct order *o, uint64_t key, bool reads_only)
 {
-	if (!o->learned)
+	if (!o || !o->learned)
 		return UINT64_MAX;
-	const struct ent *e = tab_find(o, key);
+	const struct cent *e = ctab_find(o, key);
 	if (!e)
 		return UINT64_MAX;
 	uint64_t w = o->window < o->clen / 4 ? o->window : o->clen / 4;
 	/* Not accessed within the last couple of windows: an occurrence just
 	 * behind the position is still pending (its rank lags), not done. */
-	bool recent = (uint32_t)(o->t - e->pos[2]) <= 2 * w + 1;
+	bool recent = (uint32_t)(o->t - e->last_t) <= 2 * w + 1;
 	uint64_t best = UINT64_MAX;
-	uint32_t p = e->pos[0];
+	uint32_t p = e->first;
 	do {
-		if (!reads_only || !o->recw[p]) {
+		if (!reads_only || !o->cycw[p]) {
 			uint64_t d = (p + o->clen - o->cur) % o->clen;
 			if (!recent && d > 0 && d + w >= o->clen)
 				d = 0;
@@ -452,7 +543,7 @@ static uint64_t next_of(const struct order *o, uint64_t key, bool reads_only)
 				best = d;
 		}
 		p = o->nxt[p];
-	} while (p != e->pos[0]);
+	} while (p != e->first);
 	return best;
 }
 
@@ -473,7 +564,7 @@ size_t order_upcoming(const struct order *o, size_t n, uint64_t *keys)
 	if (n > o->clen)
 		n = o->clen;
 	for (size_t j = 0; j < n; j++)
-		keys[j] = o->rec[(o->cur + j) % o->clen];
+		keys[j] = o->cyc[(o->cur + j) % o->clen];
 	return n;
 }
 

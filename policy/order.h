@@ -54,6 +54,8 @@ struct order_params {
 	double threshold;	/* match rate to learn and to stay learned; 0 = 0.9 */
 	unsigned health_window; /* accesses over which a learned cycle's hit rate
 				   is judged; 0 = 4096 */
+	size_t min_verify;	/* a candidate period is checked over at least
+				   this many accesses (and one period); 0 = 256 */
 };
 
 #define ORDER_DEFAULT_MAX_CYCLE (1u << 18)
@@ -64,7 +66,8 @@ struct order_stats {
 	uint64_t learned_accesses; /* deduped accesses made while learned */
 	uint64_t predicted_hits;   /* of those, the ones found where predicted */
 	uint64_t learns;	   /* times a cycle was learned */
-	uint64_t relearns;	   /* times a learned cycle broke */
+	uint64_t relearns;	   /* times a learned cycle broke (health) */
+	uint64_t false_locks;	   /* cycles dropped while still on probation */
 	bool learned;
 	size_t cycle_len;
 };
@@ -97,7 +100,8 @@ void order_get_stats(const struct order *o, struct order_stats *out);
 /* Eviction choice among N candidate keys (a sample of the cache): the
  * index of the one whose next use is farthest; unknown next use (not in the
  * cycle) counts as farthest; ties go to the smallest lru_stamp (least
- * recently used). Not learned: plain LRU, the smallest stamp. -1 if n == 0. */
+ * recently used). Not learned (or o NULL): plain LRU, the smallest stamp.
+ * -1 if n == 0. lru_stamp may be NULL (ties: the first). */
 int order_pick_victim(const struct order *o, const uint64_t *keys, size_t n,
 		      const uint64_t *lru_stamp);
 
