@@ -40,6 +40,7 @@ struct cent {
 	uint32_t epoch;
 	uint32_t first, last; /* positions in cyc */
 	uint32_t last_t;      /* clock of the key's last access */
+	uint32_t last_q;      /* the occurrence that access matched (UINT32_MAX: none) */
 };
 
 struct cand {
@@ -236,8 +237,9 @@ static void become_learned(struct order *o, size_t lag)
 		else
 			o->nxt[e->last] = (uint32_t)p;
 		e->last = (uint32_t)p;
-		/* The clock of its last access in the recording (which ends now). */
+		/* Its last access in the recording (which ends now). */
 		e->last_t = o->t - (uint32_t)(lag - 1 - p);
+		e->last_q = (uint32_t)p;
 	}
 	/* Close each key's chain: its last position links to its first. */
 	for (size_t p = 0; p < lag; p++) {
@@ -299,9 +301,14 @@ static void record(struct order *o, uint64_t key, bool write)
 		}
 	}
 
-	if (!fresh) {
-		uint32_t prev = e->pos[(e->npos - 1) % ORDER_KPOS];
-		size_t lag = i - prev;
+	/* Each earlier occurrence of the key proposes a period: the latest
+	 * alone is not enough, since a key read then written in one step
+	 * recurs first at (period - read-to-write distance). */
+	unsigned nprev = e->npos < ORDER_KPOS ? e->npos : ORDER_KPOS;
+	for (unsigned j = 0; j < nprev; j++) {
+		size_t lag = i - e->pos[j];
+		if (lag < o->min_cycle || lag > o->max_cycle)
+			continue;
 		bool dup = false;
 		int slot = -1;
 		for (int c = 0; c < ORDER_NCAND; c++) {
@@ -311,15 +318,16 @@ static void record(struct order *o, uint64_t key, bool write)
 					slot = c;
 				continue;
 			}
-			size_t w = (size_t)cand_window(o, k->lag);
+			/* Close lags are one hypothesis: the offset histogram
+			 * finds the exact period later. */
+			size_t w = (size_t)cand_window(o, k->lag) / 4;
 			if (lag + w >= k->lag && lag <= k->lag + w)
 				dup = true;
 		}
-		if (!dup && slot >= 0 && lag >= o->min_cycle && lag <= o->max_cycle) {
-			/* This access is the candidate's first match. */
-			o->cand[slot] =
-			    (struct cand){.used = true, .lag = (uint32_t)lag, .checked = 1};
-		}
+		if (dup || slot < 0)
+			continue;
+		/* This access is the candidate's first match. */
+		o->cand[slot] = (struct cand){.used = true, .lag = (uint32_t)lag, .checked = 1};
 	}
 
 	o->rec[i] = key;
@@ -383,16 +391,21 @@ static bool track(struct order *o, uint64_t key)
 	if (e) {
 		/* The key's occurrence nearest the current position. */
 		int64_t best = 0;
+		uint32_t bestp = e->first;
 		bool have = false;
 		uint32_t p = e->first;
 		do {
 			int64_t d = cdist(o, p);
 			if (!have || llabs(d) < llabs(best)) {
 				best = d;
+				bestp = p;
 				have = true;
 			}
 			p = o->nxt[p];
 		} while (p != e->first);
+		/* Anchor the key's own timing on the occurrence it most
+		 * likely was, hit or not (see next_of). */
+		e->last_q = bestp;
 		if (llabs(best) <= w) {
 			hit = true;
 			/* Late accesses (jitter) do not move the position back. */
@@ -529,16 +542,31 @@ static uint64_t next_of(const struct order *o, uint64_t key, bool reads_only)
 	if (!e)
 		return UINT64_MAX;
 	uint64_t w = o->window < o->clen / 4 ? o->window : o->clen / 4;
-	/* Not accessed within the last couple of windows: an occurrence just
-	 * behind the position is still pending (its rank lags), not done. */
-	bool recent = (uint32_t)(o->t - e->last_t) <= 2 * w + 1;
+	/* Accesses since the key's last one, counting the coming one (the
+	 * latest access has clock t; the next will have t + 1). */
+	uint64_t elapsed = (uint64_t)(uint32_t)(o->t - e->last_t) + 1;
+	if (e->last_q != UINT32_MAX && elapsed <= o->clen + w) {
+		/* Relative to the key's own last access: ranks drift apart, so
+		 * one global position is wrong for some of them, but each
+		 * rank keeps its own pace. Walk the key's occurrences after the
+		 * one last seen, in cycle order; the first not yet passed
+		 * (allowing the window of lateness) is the next use. */
+		uint32_t p = e->last_q;
+		do {
+			p = o->nxt[p];
+			uint64_t dd = (p + o->clen - e->last_q) % o->clen;
+			if (dd == 0)
+				dd = o->clen;
+			if ((!reads_only || !o->cycw[p]) && dd + w >= elapsed)
+				return dd > elapsed ? dd - elapsed : 0;
+		} while (p != e->last_q);
+	}
+	/* No usable anchor: distance from the global position. */
 	uint64_t best = UINT64_MAX;
 	uint32_t p = e->first;
 	do {
 		if (!reads_only || !o->cycw[p]) {
 			uint64_t d = (p + o->clen - o->cur) % o->clen;
-			if (!recent && d > 0 && d + w >= o->clen)
-				d = 0;
 			if (d < best)
 				best = d;
 		}
