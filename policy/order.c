@@ -360,16 +360,6 @@ static void record(struct order *o, uint64_t key, bool write)
 	}
 }
 
-/* Signed circular distance from the current position to q, in
- * (-clen/2, clen/2]. */
-static int64_t cdist(const struct order *o, size_t q)
-{
-	int64_t d = (int64_t)((q + o->clen - o->cur) % o->clen);
-	if (d > (int64_t)o->clen / 2)
-		d -= (int64_t)o->clen;
-	return d;
-}
-
 static void health_push(struct order *o, bool hit)
 {
 	if (o->hfill == o->hsize) {
@@ -383,40 +373,66 @@ static void health_push(struct order *o, bool hit)
 }
 
 /* Follow the position. Returns false when the pattern broke. */
+/* Signed circular distance from a to b, in (-clen/2, clen/2]. */
+static int64_t cdiff(const struct order *o, size_t a, size_t b)
+{
+	int64_t d = (int64_t)((b + o->clen - a) % o->clen);
+	if (d > (int64_t)o->clen / 2)
+		d -= (int64_t)o->clen;
+	return d;
+}
+
+/* The occurrence of e nearest cycle position target, and its distance. */
+static uint32_t nearest(const struct order *o, const struct cent *e, size_t target, int64_t *dist)
+{
+	uint32_t bestp = e->first, p = e->first;
+	int64_t best = cdiff(o, target, p);
+	while ((p = o->nxt[p]) != e->first) {
+		int64_t d = cdiff(o, target, p);
+		if (llabs(d) < llabs(best)) {
+			best = d;
+			bestp = p;
+		}
+	}
+	*dist = best;
+	return bestp;
+}
+
+/* Follow the position. Returns false when the pattern broke. */
 static bool track(struct order *o, uint64_t key)
 {
 	struct cent *e = ctab_find(o, key);
 	bool hit = false;
 	int64_t w = o->window < o->clen / 4 ? o->window : (int64_t)o->clen / 4;
 	if (e) {
-		/* The key's occurrence nearest the current position. */
-		int64_t best = 0;
-		uint32_t bestp = e->first;
-		bool have = false;
-		uint32_t p = e->first;
-		do {
-			int64_t d = cdist(o, p);
-			if (!have || llabs(d) < llabs(best)) {
-				best = d;
-				bestp = p;
-				have = true;
+		int64_t dcur;
+		uint32_t q = nearest(o, e, o->cur, &dcur);
+		hit = llabs(dcur) <= w;
+		uint64_t elapsed = (uint32_t)(o->t - e->last_t);
+		if (e->last_q != UINT32_MAX && elapsed <= o->clen + (uint64_t)w) {
+			/* Ranks drift apart, so the global position can be far
+			 * from a lagging rank; the key's own last access says
+			 * where in the cycle this one should be. */
+			int64_t dself;
+			uint32_t qs = nearest(o, e, (e->last_q + elapsed) % o->clen, &dself);
+			if (llabs(dself) <= w) {
+				hit = true;
+				q = qs;
 			}
-			p = o->nxt[p];
-		} while (p != e->first);
-		/* Anchor the key's own timing on the occurrence it most
-		 * likely was, hit or not (see next_of). */
-		e->last_q = bestp;
-		if (llabs(best) <= w) {
-			hit = true;
+		}
+		/* The occurrence this access was: anchors next_of. */
+		e->last_q = q;
+		e->last_t = o->t;
+		int64_t d = cdiff(o, o->cur, q);
+		if (llabs(d) <= w) {
 			/* Late accesses (jitter) do not move the position back. */
-			if (best >= 0)
-				o->cur = (o->cur + (size_t)best + 1) % o->clen;
-		} else if (o->miss_run >= 1) {
+			if (d >= 0)
+				o->cur = (q + 1) % o->clen;
+		} else if (!hit && o->miss_run >= 1) {
 			/* Second miss in a row on a key of the cycle: we lost
 			 * our place; continue after this occurrence. */
-			o->cur = (size_t)((int64_t)o->cur + (int64_t)o->clen + best + 1) % o->clen;
+			o->cur = (q + 1) % o->clen;
 		}
-		e->last_t = o->t;
 	}
 	o->miss_run = hit ? 0 : o->miss_run + 1;
 	o->st.learned_accesses++;
