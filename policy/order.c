@@ -24,9 +24,10 @@
 
 #include "policy/order.h"
 
-#define ORDER_KPOS   4	 /* positions remembered per key while learning */
-#define ORDER_NCAND  8	 /* candidate periods tried at once */
-#define ORDER_HIST_W 128 /* widest window a candidate check uses */
+#define ORDER_KPOS   4	  /* positions remembered per key while learning */
+#define ORDER_NCAND  8	  /* candidate periods tried at once */
+#define ORDER_HIST_W 128  /* widest window a candidate check uses */
+#define ORDER_RETRO  4096 /* accesses before a candidate's start checked by retro_ok */
 
 struct ent {
 	uint64_t key;
@@ -52,6 +53,7 @@ struct cand {
 	 * stream has an occurrence one period back; other offsets only
 	 * catch keys that occur twice per cycle). */
 	uint32_t hist[2 * ORDER_HIST_W + 1];
+	uint32_t start;	  /* rec position of its first check (0 once slid past) */
 	uint32_t checked; /* accesses compared so far */
 	uint32_t miss;	  /* of those, not found lag back (+-window) */
 };
@@ -215,6 +217,34 @@ static void slide(struct order *o)
 	}
 	/* Candidates live on: they only look lag + window back, which the
 	 * kept part still holds. */
+	for (int c = 0; c < ORDER_NCAND; c++) {
+		struct cand *k = &o->cand[c];
+		k->start = k->start >= shift ? k->start - (uint32_t)shift : 0;
+	}
+}
+
+/* A candidate checks only accesses after it was spawned, so a false period
+ * that holds for a while (a sub-group read, then written: "lag = sub-group
+ * size" holds over the writes) would pass. Before trusting one, check the
+ * stretch just before its start too, where such a period fails. Brute force
+ * over the window: O(ORDER_RETRO * window), paid once per span accesses. */
+static bool retro_ok(const struct order *o, const struct cand *k)
+{
+	int64_t w = cand_window(o, k->lag);
+	int64_t start = k->start, lag = k->lag;
+	int64_t lo = start - ORDER_RETRO;
+	if (lo < lag + w)
+		lo = lag + w;
+	if (lo >= start)
+		return true;
+	int64_t miss = 0;
+	for (int64_t j = lo; j < start; j++) {
+		bool found = false;
+		for (int64_t x = j - lag - w; x <= j - lag + w && !found; x++)
+			found = o->rec[x] == o->rec[j];
+		miss += !found;
+	}
+	return (double)miss <= (1.0 - o->threshold) * (double)(start - lo);
 }
 
 /* The last `lag` recorded accesses become the cycle. O(lag), and a
@@ -262,6 +292,14 @@ static void unlearn(struct order *o)
 		o->cand[c].probation = false;
 }
 
+static bool cycle_on_probation(const struct order *o)
+{
+	for (int c = 0; c < ORDER_NCAND; c++)
+		if (o->cand[c].used && o->cand[c].probation)
+			return true;
+	return false;
+}
+
 /* Record one access and run the candidate periods over it. */
 static void record(struct order *o, uint64_t key, bool write)
 {
@@ -293,8 +331,14 @@ static void record(struct order *o, uint64_t key, bool write)
 			if (k->checked >= 2 * span)
 				k->used = false;
 		} else if (k->checked >= span) {
+			/* A cycle on probation may still turn out false: keep
+			 * the candidate going, ready to take over. A trusted
+			 * cycle stands; health decides when it breaks. */
 			if (o->learned) {
-				k->used = false; /* agrees or not, the cycle stands */
+				if (!cycle_on_probation(o))
+					k->used = false;
+			} else if (!retro_ok(o, k)) {
+				k->used = false;
 			} else if (confirmed < 0 || k->lag < o->cand[confirmed].lag) {
 				confirmed = c; /* the shortest period that holds */
 			}
@@ -327,7 +371,8 @@ static void record(struct order *o, uint64_t key, bool write)
 		if (dup || slot < 0)
 			continue;
 		/* This access is the candidate's first match. */
-		o->cand[slot] = (struct cand){.used = true, .lag = (uint32_t)lag, .checked = 1};
+		o->cand[slot] = (struct cand){
+		    .used = true, .lag = (uint32_t)lag, .start = (uint32_t)i, .checked = 1};
 	}
 
 	o->rec[i] = key;

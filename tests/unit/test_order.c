@@ -288,7 +288,7 @@ static void test_ranks_vs_belady(void **state)
 	srand(42);
 	struct trace t = {0};
 	/* 4 ranks x 8 sub-groups x 16 blocks: 512 blocks, 1024 accesses/step. */
-	gen_ranks(&t, 4, 8, 16, 12, 3, 5, 10);
+	gen_ranks(&t, 4, 8, 16, 12, 6, 5, 10);
 	size_t learned_at = 0;
 	/* First a pass to find when it is learned, then compare everybody
 	 * on the same stretch (after learning). */
