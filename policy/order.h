@@ -14,24 +14,35 @@
  * to the last: matching tolerates positions that moved by up to `window`
  * accesses (local swaps, rank drift), stray extra accesses and missing ones.
  *
- * Learning: a recording of the deduplicated stream; every time a key recurs
- * at lag L (from its previous occurrence) a candidate period L is tried:
- * from then on each access is checked against the recording L accesses back
- * (+-window). A candidate whose match rate over one full period reaches
- * `threshold` is the cycle: the last L accesses become the learned cycle. A
- * key may occur several times per cycle (read, later written).
+ * Learning: a recording of the deduplicated stream that never stops. Each
+ * access whose key occurred before proposes candidate periods (the distance
+ * to each of its last 4 occurrences); up to 16 candidates are checked on
+ * every access: does the key occur one period back (+-window)? A candidate
+ * that holds with match rate >= threshold over max(period, min_verify)
+ * accesses, and also over the stretch just before it started (which kills
+ * periods that hold only for a while, such as "sub-group read, then
+ * written"), becomes the cycle: its period is re-centred on the most common
+ * offset, and the last period of the recording is copied as the cycle. It
+ * stays on probation for two more spans: if it fails then, the cycle is
+ * dropped (a false lock) and a waiting candidate takes over. A key may occur
+ * several times per cycle (read, later written).
  *
- * Learned: the learner tracks the current position in the cycle (an access
- * found within +-window of it counts as a hit and moves the position
- * forward; two misses in a row on keys of the cycle resynchronise to the
- * key's occurrence) and answers next-use and upcoming-keys queries. When the
- * hit rate over the last `health_window` accesses falls below threshold, the
- * pattern is declared broken: back to not learned, and learning restarts.
+ * Learned: the learner follows the position in the cycle (an access found
+ * within +-window of it, or of where the key's own previous access says it
+ * should be, is a hit; only the former moves the position forward; two
+ * misses in a row resynchronise). next_use is measured from each key's own
+ * last access (the occurrence it matched plus the time since), so ranks
+ * that drift apart keep exact-enough predictions; without such an anchor it
+ * is the distance from the global position. When the hit rate over the last
+ * `health_window` accesses falls below threshold, the pattern is declared
+ * broken: not learned until a candidate (already running) holds again.
  *
- * Cost: O(1) amortised per access (bounded candidate count, hashed lookups);
- * all memory is allocated by order_create (no malloc per access), about
- * 90 bytes per unit of max_cycle. Cycles longer than max_cycle are never
- * learned.
+ * Cost: O(1) amortised per access (16 candidates x 4 positions, hashed
+ * lookups, a brute-force retro check of at most 4096 x window paid once per
+ * confirmed candidate); queries cost O(occurrences of the key per cycle).
+ * All memory is allocated by order_create (no malloc per access): about
+ * 140 bytes per unit of max_cycle (36 MiB at the default 2^18). Cycles
+ * longer than max_cycle are never learned.
  *
  * Thread safety: none. The cache calls every function under its own lock
  * (the const queries too: they read state that order_access changes).
