@@ -53,7 +53,8 @@ struct opts {
 	int steps;
 	bool pipeline;
 	bool verify;
-	bool verify_only; /* files already hold the content after --steps steps */
+	const char *stats, *stats_out; /* copy FILE into DIR after each phase (rank 0) */
+	bool verify_only;	       /* files already hold the content after --steps steps */
 	const char *json;
 	int grad_files; /* gradient files per sub-group */
 	int qd;
@@ -466,6 +467,40 @@ static uint64_t sg_bytes(int sg, bool with_grads)
 	return sgs[sg].numel * 4 * (with_grads ? 4 : 3);
 }
 
+/*
+ * Snapshot of the file system's counters (MNT/.tierfs/stats) at a phase
+ * boundary, so the report can attribute tier bytes to one phase of one step.
+ * Taken by rank 0 between two barriers: outside every timed phase.
+ */
+static void snapshot(int rank, int step, const char *phase)
+{
+	if (rank != 0 || !o.stats || !o.stats_out)
+		return;
+	char dst[4096];
+	int r = snprintf(dst, sizeof(dst), "%s/step%d-%s", o.stats_out, step, phase);
+	if (r < 0 || (size_t)r >= sizeof(dst))
+		return;
+	FILE *in = fopen(o.stats, "r");
+	if (!in) {
+		fprintf(stderr, "replay: stats snapshot: open %s: %s\n", o.stats, strerror(errno));
+		return;
+	}
+	FILE *out = fopen(dst, "w");
+	if (!out) {
+		fprintf(stderr, "replay: stats snapshot: create %s: %s\n", dst, strerror(errno));
+		fclose(in);
+		return;
+	}
+	char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		if (fwrite(buf, 1, n, out) != n)
+			break;
+	if (ferror(in) || fclose(out))
+		fprintf(stderr, "replay: stats snapshot %s -> %s failed\n", o.stats, dst);
+	fclose(in);
+}
+
 static void barrier(void)
 {
 	pthread_barrier_wait(&shm->bar);
@@ -580,6 +615,7 @@ static void rank_main(int rank)
 	}
 	st[0].bwd_t1 = st[0].upd_t1 = now();
 	barrier();
+	snapshot(rank, 0, "init");
 
 	for (int s = 1; s <= o.steps; s++) {
 		struct stepstat *t = &st[s];
@@ -604,6 +640,7 @@ static void rank_main(int rank)
 		}
 		t->bwd_t1 = now();
 		barrier();
+		snapshot(rank, s, "backward");
 		progress(rank, "step %d/%d: backward %.3f s (gradient writes)", s, o.steps,
 			 t->bwd_io);
 
@@ -659,6 +696,7 @@ static void rank_main(int rank)
 		}
 		t->upd_t1 = now();
 		barrier();
+		snapshot(rank, s, "update");
 		progress(rank, "step %d/%d: update %.3f s (%.0f MB/s read+write per rank)", s,
 			 o.steps, t->upd_t1 - t->upd_t0,
 			 (t->rd + t->wr - rank_params * 4) / 1e6 / (t->upd_t1 - t->upd_t0));
@@ -828,6 +866,8 @@ int main(int argc, char **argv)
 					   {"probe-size", 1, 0, 'S'},
 					   {"probe-read-only", 0, 0, 'R'},
 					   {"verify-only", 0, 0, 'O'},
+					   {"stats", 1, 0, 'T'},
+					   {"stats-out", 1, 0, 'U'},
 					   {"help", 0, 0, 'h'},
 					   {0, 0, 0, 0}};
 	int c;
@@ -882,6 +922,12 @@ int main(int argc, char **argv)
 		case 'S':
 			if (parse_size(optarg, &o.probe_size))
 				goto bad;
+			break;
+		case 'T':
+			o.stats = optarg;
+			break;
+		case 'U':
+			o.stats_out = optarg;
 			break;
 		case 'O':
 			o.verify = o.verify_only = true;
