@@ -816,6 +816,7 @@ static int probe(void)
 			rbw = size / dt;
 	}
 	io_destroy(ctx);
+	free(buf);
 	printf("{\"file\": \"%s\", \"bytes\": %" PRIu64
 	       ", \"write_Bps\": %.0f, \"read_Bps\": %.0f}\n",
 	       o.probe, size, wbw, rbw);
