@@ -315,12 +315,13 @@ skipped two_tier || run_two_tier
 layout=$(ls "$OUT"/baseline-*.json "$OUT"/tierfs-*.json 2>/dev/null | while read -r f; do
 	grep -q '"state_bytes"' "$f" && echo "$f"; done | head -1)
 if [ -n "$layout" ]; then
-	read -r RBW WBW < <(python3 -c '
+	read -r RBW WBW MBW < <(python3 -c '
 import json, sys
 ps = [json.load(open(f)) for f in sys.argv[1:]]
-print(sum(p["read_Bps"] for p in ps) / len(ps), sum(p["write_Bps"] for p in ps) / len(ps))' "$OUT"/probe-start.json "$OUT"/probe-end.json)
+print(*[sum(p[k] for p in ps) / len(ps) for k in ("read_Bps", "write_Bps", "mixed_Bps")])' \
+		"$OUT"/probe-start.json "$OUT"/probe-end.json)
 	python3 "$REPORT" floor --replay-json "$layout" --ram "$RAM_B" --block-size "$BLOCK_B" \
-		--read-bps "$RBW" --write-bps "$WBW" >"$OUT/floor.json" || say "floor computation failed"
+		--read-bps "$RBW" --write-bps "$WBW" --mixed-bps "$MBW" >"$OUT/floor.json" || say "floor computation failed"
 else
 	say "no replay result: no floor"
 fi

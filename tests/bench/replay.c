@@ -728,99 +728,146 @@ verify:
 	_exit(0);
 }
 
-/* ---- probe: sequential write then read of one file, same engine ---------------------- */
+/* ---- probe: the disk's bandwidth with the replay's engine ------------------------ */
 
+/*
+ * One sequential pass of `size` bytes: reads from rfd and/or writes to wfd
+ * (either may be -1), at most o.qd requests of each kind in flight, as the
+ * pipelined update keeps a read handle and a write handle busy at once.
+ * Returns seconds, or a negative value on error.
+ */
+static double probe_pass(io_context_t ctx, int rfd, int wfd, uint64_t size, char *buf,
+			 uint64_t chunk)
+{
+	struct iocb cbs[128], *cbp[1];
+	int freel[128], nfree = 0, inflight[2] = {0, 0};
+	uint64_t off[2] = {0, 0};
+	int fds[2] = {rfd, wfd};
+	for (int k = 0; k < 2 * o.qd; k++)
+		freel[nfree++] = k;
+	double t0 = now();
+	for (;;) {
+		for (int w = 0; w < 2; w++) {
+			while (fds[w] >= 0 && off[w] < size && inflight[w] < o.qd) {
+				uint64_t len = size - off[w] < o.req ? size - off[w] : o.req;
+				int slot = freel[--nfree];
+				struct iocb *cb = &cbs[slot];
+				/* reads land in the second half of the buffer, writes come from the
+				 * first */
+				char *b = buf + (off[w] % (chunk / 2)) + (w ? 0 : chunk / 2);
+				if (w)
+					io_prep_pwrite(cb, fds[w], b, len, (long long)off[w]);
+				else
+					io_prep_pread(cb, fds[w], b, len, (long long)off[w]);
+				cb->data = (void *)(uintptr_t)w;
+				cbp[0] = cb;
+				int r = io_submit(ctx, 1, cbp);
+				if (r != 1) {
+					fprintf(stderr, "replay: probe io_submit %s: %s\n", o.probe,
+						strerror(r < 0 ? -r : EIO));
+					return -1;
+				}
+				off[w] += len;
+				inflight[w]++;
+			}
+		}
+		if (!inflight[0] && !inflight[1])
+			break;
+		struct io_event ev[128];
+		int g = io_getevents(ctx, 1, 128, ev, NULL);
+		if (g < 0) {
+			if (g == -EINTR)
+				continue;
+			fprintf(stderr, "replay: probe io_getevents: %s\n", strerror(-g));
+			return -1;
+		}
+		for (int k = 0; k < g; k++) {
+			int w = (int)(uintptr_t)ev[k].obj->data;
+			if ((long long)ev[k].res != (long long)ev[k].obj->u.c.nbytes) {
+				fprintf(stderr, "replay: probe %s %s at %lld: res %lld\n",
+					w ? "write" : "read", o.probe, ev[k].obj->u.c.offset,
+					(long long)ev[k].res);
+				return -1;
+			}
+			inflight[w]--;
+			freel[nfree++] = (int)(ev[k].obj - cbs);
+		}
+	}
+	return now() - t0;
+}
+
+/*
+ * --probe FILE: write FILE (size --probe-size), read it back, then read it
+ * while writing FILE.2 (mixed: what a pipelined update does to one device).
+ * --probe-read-only: only read the existing FILE.
+ */
 static int probe(void)
 {
 	io_context_t ctx = 0;
-	int rc = io_setup(o.qd, &ctx);
+	int rc = io_setup(2 * o.qd, &ctx);
 	if (rc) {
 		fprintf(stderr, "replay: io_setup: %s\n", strerror(-rc));
 		return 1;
 	}
-	uint64_t chunk = 256ull << 20; /* one 256 MiB buffer reused: the probe measures the disk */
-	struct stat st;
+	uint64_t chunk = 256ull << 20; /* one buffer reused: the probe measures the disk */
 	uint64_t size = o.probe_size;
 	if (o.probe_read_only) {
+		struct stat st;
 		if (stat(o.probe, &st)) {
 			fprintf(stderr, "replay: stat %s: %s\n", o.probe, strerror(errno));
 			return 1;
 		}
 		size = (uint64_t)st.st_size & ~1023ull;
 	}
-	void *buf = xalloc(chunk);
-	gen(buf, chunk / 4, 12345, false);
-	double wbw = 0, rbw = 0;
-	/* a batch of "files" that are the same file at growing offsets is not
-	 * expressible with run_batch, so the probe writes whole-file chunks
-	 * through a sub-engine: each job is one chunk-sized piece at an offset. */
-	for (int pass = o.probe_read_only ? 1 : 0; pass < 2; pass++) {
-		bool write = pass == 0;
-		int fd = write ? open(o.probe, O_WRONLY | O_CREAT | O_DIRECT, 0600)
-			       : open(o.probe, O_RDONLY | O_DIRECT);
-		if (fd < 0) {
-			fprintf(stderr, "replay: open %s: %s\n", o.probe, strerror(errno));
-			return 1;
-		}
-		double t0 = now();
-		uint64_t off = 0;
-		int inflight = 0;
-		struct iocb cbs[64], *cbp[1];
-		int freel[64], nfree = 0;
-		for (int k = 0; k < o.qd; k++)
-			freel[nfree++] = k;
-		while (off < size || inflight) {
-			while (off < size && inflight < o.qd) {
-				uint64_t len = size - off < o.req ? size - off : o.req;
-				struct iocb *cb = &cbs[freel[--nfree]];
-				char *b = (char *)buf + (off % chunk);
-				if (write)
-					io_prep_pwrite(cb, fd, b, len, (long long)off);
-				else
-					io_prep_pread(cb, fd, b, len, (long long)off);
-				cbp[0] = cb;
-				int r = io_submit(ctx, 1, cbp);
-				if (r != 1) {
-					fprintf(stderr, "replay: io_submit %s: %s\n", o.probe,
-						strerror(r < 0 ? -r : EIO));
-					return 1;
-				}
-				off += len;
-				inflight++;
-			}
-			struct io_event ev[64];
-			int g = io_getevents(ctx, 1, 64, ev, NULL);
-			if (g < 0) {
-				fprintf(stderr, "replay: io_getevents: %s\n", strerror(-g));
-				return 1;
-			}
-			for (int k = 0; k < g; k++) {
-				if ((long long)ev[k].res != (long long)ev[k].obj->u.c.nbytes) {
-					fprintf(stderr, "replay: probe %s %s at %lld: res %lld\n",
-						write ? "write" : "read", o.probe,
-						ev[k].obj->u.c.offset, (long long)ev[k].res);
-					return 1;
-				}
-				freel[nfree++] = (int)(ev[k].obj - cbs);
-			}
-			inflight -= g;
-		}
-		double dt = now() - t0;
-		if (close(fd)) {
-			fprintf(stderr, "replay: close %s: %s\n", o.probe, strerror(errno));
-			return 1;
-		}
-		if (write)
-			wbw = size / dt;
-		else
-			rbw = size / dt;
+	char *buf = xalloc(chunk);
+	gen((float *)buf, chunk / 4, 12345, false);
+	char second[4096];
+	int n = snprintf(second, sizeof(second), "%s.2", o.probe);
+	if (n < 0 || (size_t)n >= sizeof(second)) {
+		fprintf(stderr, "replay: probe path too long\n");
+		return 1;
 	}
+	double wt = 0, rt = 0, mt = 0;
+	int fd = -1, fd2 = -1;
+	if (!o.probe_read_only) {
+		fd = open(o.probe, O_WRONLY | O_CREAT | O_DIRECT, 0600);
+		if (fd < 0)
+			goto err_open;
+		wt = probe_pass(ctx, -1, fd, size, buf, chunk);
+		if (wt < 0 || close(fd))
+			goto err;
+	}
+	fd = open(o.probe, O_RDONLY | O_DIRECT);
+	if (fd < 0)
+		goto err_open;
+	rt = probe_pass(ctx, fd, -1, size, buf, chunk);
+	if (rt < 0)
+		goto err;
+	if (!o.probe_read_only) {
+		fd2 = open(second, O_WRONLY | O_CREAT | O_DIRECT, 0600);
+		if (fd2 < 0) {
+			fprintf(stderr, "replay: open %s: %s\n", second, strerror(errno));
+			return 1;
+		}
+		mt = probe_pass(ctx, fd, fd2, size, buf, chunk);
+		if (mt < 0 || close(fd2) || unlink(second))
+			goto err;
+	}
+	if (close(fd))
+		goto err;
 	io_destroy(ctx);
 	free(buf);
 	printf("{\"file\": \"%s\", \"bytes\": %" PRIu64
-	       ", \"write_Bps\": %.0f, \"read_Bps\": %.0f}\n",
-	       o.probe, size, wbw, rbw);
+	       ", \"write_Bps\": %.0f, \"read_Bps\": %.0f, \"mixed_Bps\": %.0f}\n",
+	       o.probe, size, wt > 0 ? size / wt : 0, size / rt, mt > 0 ? 2.0 * size / mt : 0);
 	return 0;
+err_open:
+	fprintf(stderr, "replay: open %s: %s\n", o.probe, strerror(errno));
+	return 1;
+err:
+	fprintf(stderr, "replay: probe of %s failed%s%s\n", o.probe, errno ? ": " : "",
+		errno ? strerror(errno) : "");
+	return 1;
 }
 
 /* ---- main ------------------------------------------------------------------------- */
