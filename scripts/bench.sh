@@ -69,9 +69,25 @@ BLOCK_B=$(bytes $BLOCK)
 W=$BENCH_DIR
 MNT=$W/mnt
 TIERFS_PID=
+CHILD_PID=
+# run CMD...: runs CMD in the background and waits, so that Ctrl-C/TERM
+# reach our trap at once (bash defers traps while a foreground child runs).
+run() {
+	"$@" &
+	CHILD_PID=$!
+	local rc
+	wait "$CHILD_PID"
+	rc=$?
+	CHILD_PID=
+	return $rc
+}
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
+	if [ -n "$CHILD_PID" ]; then
+		kill "$CHILD_PID" 2>/dev/null
+		wait "$CHILD_PID" 2>/dev/null
+	fi
 	if mountpoint -q "$MNT" 2>/dev/null; then
 		say "unmounting $MNT"
 		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
@@ -107,7 +123,7 @@ EOF
 probe_disk() {
 	mkdir -p "$W/probe"
 	say "probing disk bandwidth in $W ($BENCH_PROBE_SIZE write then read)"
-	"$REPLAY" --probe "$W/probe/probe.bin" --probe-size "$BENCH_PROBE_SIZE" >"$OUT/probe-$1.json" ||
+	run "$REPLAY" --probe "$W/probe/probe.bin" --probe-size "$BENCH_PROBE_SIZE" >"$OUT/probe-$1.json" ||
 		die "disk probe failed"
 	rm -f "$W/probe/probe.bin"
 	say "disk: $(cat "$OUT/probe-$1.json")"
@@ -197,7 +213,7 @@ run_baseline() {
 	say "baseline $rep/$BENCH_REPEAT: replay on $W/run/plain"
 	rm -rf "$W/run"
 	mkdir -p "$W/run/plain"
-	if ! "$REPLAY" --dir "$W/run/plain" "${REPLAY_ARGS[@]}" --json "$OUT/baseline-$rep.json"; then
+	if ! run "$REPLAY" --dir "$W/run/plain" "${REPLAY_ARGS[@]}" --json "$OUT/baseline-$rep.json"; then
 		echo "failed: replay exited with an error" >"$OUT/baseline-$rep.status"
 		say "baseline $rep FAILED"
 	fi
@@ -219,7 +235,7 @@ run_tierfs() {
 	fi
 	local stats=()
 	[ -e "$MNT/.tierfs/stats" ] && stats=(--stats "$MNT/.tierfs/stats" --stats-out "$OUT/tierfs-$rep.stats")
-	if ! "$REPLAY" --dir "$MNT" "${REPLAY_ARGS[@]}" "${stats[@]}" --json "$OUT/tierfs-$rep.json"; then
+	if ! run "$REPLAY" --dir "$MNT" "${REPLAY_ARGS[@]}" "${stats[@]}" --json "$OUT/tierfs-$rep.json"; then
 		echo "failed: replay exited with an error (daemon log: $OUT/tierfs-$rep.log)" >"$OUT/tierfs-$rep.status"
 		say "tierfs $rep: replay FAILED"
 	fi
@@ -239,7 +255,7 @@ run_two_tier() {
 	mkdir -p "$W/run/t2a" "$W/run/meta2" "$BENCH_T2_DIR" || return
 	# Each tier measured directly with the same engine; tierfs enforces the
 	# cap, so the second tier's direct figure is min(measured, cap).
-	"$REPLAY" --probe "$BENCH_T2_DIR/probe.bin" --probe-size "$BENCH_T2_SIZE" >"$OUT/probe-t2.json" ||
+	run "$REPLAY" --probe "$BENCH_T2_DIR/probe.bin" --probe-size "$BENCH_T2_SIZE" >"$OUT/probe-t2.json" ||
 		{ say "probe of $BENCH_T2_DIR failed"; return; }
 	rm -f "$BENCH_T2_DIR/probe.bin"
 	cat >"$OUT/two_tier.conf" <<EOF
@@ -267,7 +283,7 @@ EOF
 	local status=ok striped=null
 	if ! mount_tierfs "$OUT/two_tier.conf" "$OUT/two_tier.log"; then
 		status="failed: mount: $MOUNT_WHY"
-	elif ! "$REPLAY" --probe "$MNT/striped.bin" --probe-size "$BENCH_T2_SIZE" >"$OUT/two_tier-write.json"; then
+	elif ! run "$REPLAY" --probe "$MNT/striped.bin" --probe-size "$BENCH_T2_SIZE" >"$OUT/two_tier-write.json"; then
 		status="failed: writing the striped file"
 		umount_tierfs
 	elif ! umount_tierfs; then
@@ -276,7 +292,7 @@ EOF
 		status="failed: remount: $MOUNT_WHY"
 	else
 		# cold: the remount emptied the RAM tier
-		if "$REPLAY" --probe "$MNT/striped.bin" --probe-read-only >"$OUT/two_tier-read.json"; then
+		if run "$REPLAY" --probe "$MNT/striped.bin" --probe-read-only >"$OUT/two_tier-read.json"; then
 			striped=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["read_Bps"])' "$OUT/two_tier-read.json")
 			getfattr -d -m user.tierfs "$MNT/striped.bin" >"$OUT/two_tier-placement.txt" 2>&1
 		else

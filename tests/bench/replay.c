@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -1067,8 +1068,12 @@ int main(int argc, char **argv)
 				kill(pids[k], SIGKILL);
 			return 1;
 		}
-		if (pids[r] == 0)
+		if (pids[r] == 0) {
+			/* a killed replay must not leave ranks writing behind it */
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() == 1)
+				_exit(1);
 			rank_main(r);
+		}
 	}
 	int failed = 0;
 	for (int done = 0; done < o.ranks; done++) {
