@@ -737,8 +737,8 @@ verify:
  * pipelined update keeps a read handle and a write handle busy at once.
  * Returns seconds, or a negative value on error.
  */
-static double probe_pass(io_context_t ctx, int rfd, int wfd, uint64_t size, char *buf,
-			 uint64_t chunk)
+static double probe_pass(io_context_t ctx, int rfd, int wfd, uint64_t size, uint64_t wbase,
+			 char *buf, uint64_t chunk)
 {
 	struct iocb cbs[128], *cbp[1];
 	int freel[128], nfree = 0, inflight[2] = {0, 0};
@@ -757,7 +757,8 @@ static double probe_pass(io_context_t ctx, int rfd, int wfd, uint64_t size, char
 				 * first */
 				char *b = buf + (off[w] % (chunk / 2)) + (w ? 0 : chunk / 2);
 				if (w)
-					io_prep_pwrite(cb, fds[w], b, len, (long long)off[w]);
+					io_prep_pwrite(cb, fds[w], b, len,
+						       (long long)(wbase + off[w]));
 				else
 					io_prep_pread(cb, fds[w], b, len, (long long)off[w]);
 				cb->data = (void *)(uintptr_t)w;
@@ -798,9 +799,11 @@ static double probe_pass(io_context_t ctx, int rfd, int wfd, uint64_t size, char
 }
 
 /*
- * --probe FILE: write FILE (size --probe-size), read it back, then read it
- * while writing FILE.2 (mixed: what a pipelined update does to one device).
- * --probe-read-only: only read the existing FILE.
+ * --probe FILE: write FILE (--probe-size; new blocks: the file system
+ * allocates), overwrite it (what steady-state swap writes do: DeepSpeed
+ * rewrites its files in place), read it, then read its first half while
+ * overwriting its second half (mixed: what a pipelined update does to one
+ * device). --probe-read-only: only read the existing FILE.
  */
 static int probe(void)
 {
@@ -820,51 +823,45 @@ static int probe(void)
 		}
 		size = (uint64_t)st.st_size & ~1023ull;
 	}
-	char *buf = xalloc(chunk);
-	gen((float *)buf, chunk / 4, 12345, false);
-	char second[4096];
-	int n = snprintf(second, sizeof(second), "%s.2", o.probe);
-	if (n < 0 || (size_t)n >= sizeof(second)) {
-		fprintf(stderr, "replay: probe path too long\n");
+	size &= ~((2ull << 20) - 1); /* halves of whole MiB for the mixed pass */
+	if (!size) {
+		fprintf(stderr, "replay: probe size must be at least 2 MiB\n");
 		return 1;
 	}
-	double wt = 0, rt = 0, mt = 0;
-	int fd = -1, fd2 = -1;
+	char *buf = xalloc(chunk);
+	gen((float *)buf, chunk / 4, 12345, false);
+	double at = 0, wt = 0, rt = 0, mt = 0;
+	int fd = -1;
+	errno = 0;
 	if (!o.probe_read_only) {
 		fd = open(o.probe, O_WRONLY | O_CREAT | O_DIRECT, 0600);
 		if (fd < 0)
-			goto err_open;
-		wt = probe_pass(ctx, -1, fd, size, buf, chunk);
+			goto err;
+		at = probe_pass(ctx, -1, fd, size, 0, buf, chunk);
+		wt = at < 0 ? -1 : probe_pass(ctx, -1, fd, size, 0, buf, chunk);
 		if (wt < 0 || close(fd))
 			goto err;
 	}
-	fd = open(o.probe, O_RDONLY | O_DIRECT);
+	fd = open(o.probe, o.probe_read_only ? O_RDONLY | O_DIRECT : O_RDWR | O_DIRECT);
 	if (fd < 0)
-		goto err_open;
-	rt = probe_pass(ctx, fd, -1, size, buf, chunk);
+		goto err;
+	rt = probe_pass(ctx, fd, -1, size, 0, buf, chunk);
 	if (rt < 0)
 		goto err;
 	if (!o.probe_read_only) {
-		fd2 = open(second, O_WRONLY | O_CREAT | O_DIRECT, 0600);
-		if (fd2 < 0) {
-			fprintf(stderr, "replay: open %s: %s\n", second, strerror(errno));
-			return 1;
-		}
-		mt = probe_pass(ctx, fd, fd2, size, buf, chunk);
-		if (mt < 0 || close(fd2) || unlink(second))
+		mt = probe_pass(ctx, fd, fd, size / 2, size / 2, buf, chunk);
+		if (mt < 0)
 			goto err;
 	}
 	if (close(fd))
 		goto err;
 	io_destroy(ctx);
 	free(buf);
-	printf("{\"file\": \"%s\", \"bytes\": %" PRIu64
-	       ", \"write_Bps\": %.0f, \"read_Bps\": %.0f, \"mixed_Bps\": %.0f}\n",
-	       o.probe, size, wt > 0 ? size / wt : 0, size / rt, mt > 0 ? 2.0 * size / mt : 0);
+	printf("{\"file\": \"%s\", \"bytes\": %" PRIu64 ", \"write_alloc_Bps\": %.0f, "
+	       "\"write_Bps\": %.0f, \"read_Bps\": %.0f, \"mixed_Bps\": %.0f}\n",
+	       o.probe, size, at > 0 ? size / at : 0, wt > 0 ? size / wt : 0, size / rt,
+	       mt > 0 ? size / mt : 0);
 	return 0;
-err_open:
-	fprintf(stderr, "replay: open %s: %s\n", o.probe, strerror(errno));
-	return 1;
 err:
 	fprintf(stderr, "replay: probe of %s failed%s%s\n", o.probe, errno ? ": " : "",
 		errno ? strerror(errno) : "");
