@@ -29,7 +29,8 @@
 #   BENCH_T2_SIZE  size of the striped file [1G]
 #   BENCH_PROBE_SIZE  bytes of the disk bandwidth probe [1G]
 #   BENCH_SKIP     space-separated phases to skip: baseline tierfs two_tier
-#   TIERFS_BIN     the daemon [build/tierfs]
+#   TIERFS_BIN     the daemon [build/tierfs]; build/tests/bench/passfs (a plain
+#                  FUSE passthrough) tests the mounted phases without tierfs
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
