@@ -1,0 +1,683 @@
+/*
+ * policy/order.c — the access-order learner (see order.h for the model).
+ *
+ * Memory layout, all allocated by order_create:
+ *   rec/recw  the recording of deduplicated accesses (key, write flag). It
+ *             never stops, even once learned: candidate periods keep being
+ *             checked, so a false lock (a sub-period that held for a while,
+ *             e.g. "read a sub-group, write it") is caught by its candidate
+ *             failing later, and a new pattern is found without starting over.
+ *   tab       open-addressing hash key -> the key's last ORDER_KPOS positions
+ *             in rec. An entry is live only if its epoch matches, so emptying
+ *             the table is one increment (no O(size) clear per slide).
+ *   cyc/cycw  the learned cycle (a copy of the last period of the recording).
+ *   ctab      hash key -> first and last position in cyc, last access time.
+ *   nxt       the next position of the same key in the cycle (circular), so
+ *             all of a key's positions are a short chain.
+ *   hbits     hit (1) / miss (0) of the last health_window accesses while
+ *             learned: the pattern's health.
+ * Not thread-safe: the cache's lock guards every field.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/order.h"
+
+#define ORDER_KPOS   4	  /* positions remembered per key while learning */
+#define ORDER_NCAND  8	  /* candidate periods tried at once */
+#define ORDER_HIST_W 128  /* widest window a candidate check uses */
+#define ORDER_RETRO  4096 /* accesses before a candidate's start checked by retro_ok */
+
+struct ent {
+	uint64_t key;
+	uint32_t epoch; /* 0 never matches: empty */
+	uint32_t npos;	/* learning: positions pushed so far (ring index) */
+	uint32_t pos[ORDER_KPOS];
+};
+
+struct cent {
+	uint64_t key;
+	uint32_t epoch;
+	uint32_t first, last; /* positions in cyc */
+	uint32_t last_t;      /* clock of the key's last access */
+	uint32_t last_q;      /* the occurrence that access matched (UINT32_MAX: none) */
+};
+
+struct cand {
+	bool used;
+	bool probation; /* the current cycle came from it: still being checked */
+	uint32_t lag;	/* candidate period */
+	/* How many accesses had an occurrence at each offset from exactly
+	 * lag back: the mode is the real period (every access of a periodic
+	 * stream has an occurrence one period back; other offsets only
+	 * catch keys that occur twice per cycle). */
+	uint32_t hist[2 * ORDER_HIST_W + 1];
+	uint32_t start;	  /* rec position of its first check (0 once slid past) */
+	uint32_t checked; /* accesses compared so far */
+	uint32_t miss;	  /* of those, not found lag back (+-window) */
+};
+
+struct order {
+	/* Parameters (fixed after create). */
+	size_t max_cycle, min_cycle;
+	unsigned window;
+	double threshold;
+	unsigned hsize;
+
+	uint64_t *rec;
+	uint8_t *recw; /* 1 = every request of that access wrote */
+	size_t rec_cap, len;
+
+	struct ent *tab;
+	size_t tab_mask, tab_used, tab_limit;
+	uint32_t epoch;
+
+	struct cand cand[ORDER_NCAND];
+
+	size_t min_verify;
+
+	bool learned;
+	size_t clen, cur; /* cycle length; position of the next expected access */
+	uint64_t *cyc;
+	uint8_t *cycw;
+	struct cent *ctab;
+	size_t ctab_mask;
+	uint32_t cepoch;
+	uint32_t *nxt;
+	uint8_t *hbits;
+	unsigned hpos, hfill, hhits;
+	unsigned miss_run;
+	uint32_t t; /* deduplicated access clock (wraps; only differences matter) */
+
+	bool have_last;
+	uint64_t last_key;
+	struct order_stats st;
+};
+
+static uint64_t mix(uint64_t x)
+{
+	/* splitmix64 finalizer: keys are ino<<24|block, highly structured. */
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+/* Caller guarantees tab_used < tab_limit (< table size), so a slot exists. */
+static struct ent *tab_get(struct order *o, uint64_t key, bool *fresh)
+{
+	for (size_t i = mix(key) & o->tab_mask;; i = (i + 1) & o->tab_mask) {
+		struct ent *e = &o->tab[i];
+		if (e->epoch != o->epoch) {
+			e->key = key;
+			e->epoch = o->epoch;
+			e->npos = 0;
+			o->tab_used++;
+			*fresh = true;
+			return e;
+		}
+		if (e->key == key) {
+			*fresh = false;
+			return e;
+		}
+	}
+}
+
+static void tab_clear(struct order *o)
+{
+	if (++o->epoch == 0) {
+		memset(o->tab, 0, (o->tab_mask + 1) * sizeof(*o->tab));
+		o->epoch = 1;
+	}
+	o->tab_used = 0;
+}
+
+static void push_pos(struct ent *e, uint32_t p)
+{
+	e->pos[e->npos % ORDER_KPOS] = p;
+	e->npos++;
+}
+
+/* Whether e occurred within +-w of position target (may be negative);
+ * each such occurrence is counted in hist at its offset. */
+static bool near(const struct ent *e, int64_t target, int64_t w, uint32_t *hist)
+{
+	unsigned n = e->npos < ORDER_KPOS ? e->npos : ORDER_KPOS;
+	bool found = false;
+	for (unsigned j = 0; j < n; j++) {
+		int64_t d = (int64_t)e->pos[j] - target;
+		if (d >= -w && d <= w) {
+			hist[d + ORDER_HIST_W]++;
+			found = true;
+		}
+	}
+	return found;
+}
+
+/* The window a candidate of period lag is checked with. */
+static int64_t cand_window(const struct order *o, uint32_t lag)
+{
+	int64_t w = o->window;
+	if (w > (int64_t)lag / 4)
+		w = lag / 4;
+	if (w > ORDER_HIST_W)
+		w = ORDER_HIST_W;
+	return w;
+}
+
+/* Cycle table: keys of the learned cycle. Same open addressing and epoch
+ * trick as tab; at most max_cycle keys in 2 * max_cycle slots. */
+static struct cent *ctab_find(const struct order *o, uint64_t key)
+{
+	for (size_t i = mix(key) & o->ctab_mask;; i = (i + 1) & o->ctab_mask) {
+		struct cent *e = &o->ctab[i];
+		if (e->epoch != o->cepoch)
+			return NULL;
+		if (e->key == key)
+			return e;
+	}
+}
+
+static struct cent *ctab_get(struct order *o, uint64_t key, bool *fresh)
+{
+	for (size_t i = mix(key) & o->ctab_mask;; i = (i + 1) & o->ctab_mask) {
+		struct cent *e = &o->ctab[i];
+		if (e->epoch != o->cepoch) {
+			e->key = key;
+			e->epoch = o->cepoch;
+			*fresh = true;
+			return e;
+		}
+		if (e->key == key) {
+			*fresh = false;
+			return e;
+		}
+	}
+}
+
+/* Drop the oldest part of the recording, keeping enough for the longest
+ * candidate period plus the window, and re-index the rest. O(max_cycle),
+ * done at most once per max_cycle/4 accesses. */
+static void slide(struct order *o)
+{
+	size_t keep = o->max_cycle + o->window;
+	if (keep > o->len)
+		keep = o->len;
+	size_t shift = o->len - keep;
+	memmove(o->rec, o->rec + shift, keep * sizeof(*o->rec));
+	memmove(o->recw, o->recw + shift, keep);
+	o->len = keep;
+	tab_clear(o);
+	for (size_t p = 0; p < keep; p++) {
+		bool fresh;
+		push_pos(tab_get(o, o->rec[p], &fresh), (uint32_t)p);
+	}
+	/* Candidates live on: they only look lag + window back, which the
+	 * kept part still holds. */
+	for (int c = 0; c < ORDER_NCAND; c++) {
+		struct cand *k = &o->cand[c];
+		k->start = k->start >= shift ? k->start - (uint32_t)shift : 0;
+	}
+}
+
+/* A candidate checks only accesses after it was spawned, so a false period
+ * that holds for a while (a sub-group read, then written: "lag = sub-group
+ * size" holds over the writes) would pass. Before trusting one, check the
+ * stretch just before its start too, where such a period fails. Brute force
+ * over the window: O(ORDER_RETRO * window), paid once per span accesses. */
+static bool retro_ok(const struct order *o, const struct cand *k)
+{
+	int64_t w = cand_window(o, k->lag);
+	int64_t start = k->start, lag = k->lag;
+	int64_t lo = start - ORDER_RETRO;
+	if (lo < lag + w)
+		lo = lag + w;
+	if (lo >= start)
+		return true;
+	int64_t miss = 0;
+	for (int64_t j = lo; j < start; j++) {
+		bool found = false;
+		for (int64_t x = j - lag - w; x <= j - lag + w && !found; x++)
+			found = o->rec[x] == o->rec[j];
+		miss += !found;
+	}
+	return (double)miss <= (1.0 - o->threshold) * (double)(start - lo);
+}
+
+/* The last `lag` recorded accesses become the cycle. O(lag), and a
+ * candidate needs at least lag accesses to get here. */
+static void become_learned(struct order *o, size_t lag)
+{
+	memcpy(o->cyc, o->rec + (o->len - lag), lag * sizeof(*o->cyc));
+	memcpy(o->cycw, o->recw + (o->len - lag), lag);
+	o->clen = lag;
+	o->cur = 0;
+	if (++o->cepoch == 0) {
+		memset(o->ctab, 0, (o->ctab_mask + 1) * sizeof(*o->ctab));
+		o->cepoch = 1;
+	}
+	for (size_t p = 0; p < lag; p++) {
+		bool fresh;
+		struct cent *e = ctab_get(o, o->cyc[p], &fresh);
+		if (fresh)
+			e->first = (uint32_t)p;
+		else
+			o->nxt[e->last] = (uint32_t)p;
+		e->last = (uint32_t)p;
+		/* Its last access in the recording (which ends now). */
+		e->last_t = o->t - (uint32_t)(lag - 1 - p);
+		e->last_q = (uint32_t)p;
+	}
+	/* Close each key's chain: its last position links to its first. */
+	for (size_t p = 0; p < lag; p++) {
+		struct cent *e = ctab_find(o, o->cyc[p]);
+		if (e->last == p)
+			o->nxt[p] = e->first;
+	}
+	o->learned = true;
+	o->hpos = o->hfill = o->hhits = 0;
+	o->miss_run = 0;
+	o->st.learns++;
+}
+
+static void unlearn(struct order *o)
+{
+	o->learned = false;
+	o->clen = 0;
+	o->cur = 0;
+	for (int c = 0; c < ORDER_NCAND; c++)
+		o->cand[c].probation = false;
+}
+
+static bool cycle_on_probation(const struct order *o)
+{
+	for (int c = 0; c < ORDER_NCAND; c++)
+		if (o->cand[c].used && o->cand[c].probation)
+			return true;
+	return false;
+}
+
+/* Record one access and run the candidate periods over it. */
+static void record(struct order *o, uint64_t key, bool write)
+{
+	if (o->len >= o->rec_cap || o->tab_used + 1 >= o->tab_limit)
+		slide(o);
+	size_t i = o->len;
+	bool fresh;
+	struct ent *e = tab_get(o, key, &fresh);
+	int confirmed = -1;
+
+	for (int c = 0; c < ORDER_NCAND; c++) {
+		struct cand *k = &o->cand[c];
+		if (!k->used)
+			continue;
+		k->checked++;
+		if (!near(e, (int64_t)i - k->lag, cand_window(o, k->lag), k->hist))
+			k->miss++;
+		size_t span = k->lag > o->min_verify ? k->lag : o->min_verify;
+		if ((double)k->miss > (1.0 - o->threshold) * (double)span) {
+			/* The period does not hold. If the cycle came from it,
+			 * that was a false lock: drop the cycle. */
+			if (k->probation && o->learned) {
+				unlearn(o);
+				o->st.false_locks++;
+			}
+			k->used = false;
+		} else if (k->probation) {
+			/* Held over two spans: trusted; health takes over. */
+			if (k->checked >= 2 * span)
+				k->used = false;
+		} else if (k->checked >= span) {
+			/* A cycle on probation may still turn out false: keep
+			 * the candidate going, ready to take over. A trusted
+			 * cycle stands; health decides when it breaks. */
+			if (o->learned) {
+				if (!cycle_on_probation(o))
+					k->used = false;
+			} else if (!retro_ok(o, k)) {
+				k->used = false;
+			} else if (confirmed < 0 || k->lag < o->cand[confirmed].lag) {
+				confirmed = c; /* the shortest period that holds */
+			}
+		}
+	}
+
+	/* Each earlier occurrence of the key proposes a period: the latest
+	 * alone is not enough, since a key read then written in one step
+	 * recurs first at (period - read-to-write distance). */
+	unsigned nprev = e->npos < ORDER_KPOS ? e->npos : ORDER_KPOS;
+	for (unsigned j = 0; j < nprev; j++) {
+		size_t lag = i - e->pos[j];
+		if (lag < o->min_cycle || lag > o->max_cycle)
+			continue;
+		bool dup = false;
+		int slot = -1;
+		for (int c = 0; c < ORDER_NCAND; c++) {
+			struct cand *k = &o->cand[c];
+			if (!k->used) {
+				if (slot < 0)
+					slot = c;
+				continue;
+			}
+			/* Close lags are one hypothesis: the offset histogram
+			 * finds the exact period later. */
+			size_t w = (size_t)cand_window(o, k->lag) / 4;
+			if (lag + w >= k->lag && lag <= k->lag + w)
+				dup = true;
+		}
+		if (dup || slot < 0)
+			continue;
+		/* This access is the candidate's first match. */
+		o->cand[slot] = (struct cand){
+		    .used = true, .lag = (uint32_t)lag, .start = (uint32_t)i, .checked = 1};
+	}
+
+	o->rec[i] = key;
+	o->recw[i] = write;
+	push_pos(e, (uint32_t)i);
+	o->len++;
+	if (confirmed >= 0) {
+		/* The lag that spawned the candidate came from one key's previous
+		 * occurrence, which may be another occurrence in the same cycle
+		 * or a jittered one: re-centre it on the average match, which is
+		 * the real period. */
+		struct cand *k = &o->cand[confirmed];
+		int64_t best = ORDER_HIST_W;
+		for (int64_t d = 0; d <= 2 * ORDER_HIST_W; d++)
+			if (k->hist[d] > k->hist[best])
+				best = d;
+		int64_t lag = (int64_t)k->lag - (best - ORDER_HIST_W);
+		if (lag < (int64_t)o->min_cycle)
+			lag = (int64_t)o->min_cycle;
+		if (lag > (int64_t)o->max_cycle)
+			lag = (int64_t)o->max_cycle;
+		if (lag > (int64_t)o->len)
+			lag = (int64_t)o->len;
+		k->lag = (uint32_t)lag;
+		k->probation = true;
+		k->miss = 0;
+		k->checked = 0;
+		memset(k->hist, 0, sizeof(k->hist));
+		become_learned(o, (size_t)lag);
+	}
+}
+
+static void health_push(struct order *o, bool hit)
+{
+	if (o->hfill == o->hsize) {
+		o->hhits -= o->hbits[o->hpos];
+	} else {
+		o->hfill++;
+	}
+	o->hbits[o->hpos] = hit;
+	o->hhits += hit;
+	o->hpos = (o->hpos + 1) % o->hsize;
+}
+
+/* Follow the position. Returns false when the pattern broke. */
+/* Signed circular distance from a to b, in (-clen/2, clen/2]. */
+static int64_t cdiff(const struct order *o, size_t a, size_t b)
+{
+	int64_t d = (int64_t)((b + o->clen - a) % o->clen);
+	if (d > (int64_t)o->clen / 2)
+		d -= (int64_t)o->clen;
+	return d;
+}
+
+/* The occurrence of e nearest cycle position target, and its distance. */
+static uint32_t nearest(const struct order *o, const struct cent *e, size_t target, int64_t *dist)
+{
+	uint32_t bestp = e->first, p = e->first;
+	int64_t best = cdiff(o, target, p);
+	while ((p = o->nxt[p]) != e->first) {
+		int64_t d = cdiff(o, target, p);
+		if (llabs(d) < llabs(best)) {
+			best = d;
+			bestp = p;
+		}
+	}
+	*dist = best;
+	return bestp;
+}
+
+/* Follow the position. Returns false when the pattern broke. */
+static bool track(struct order *o, uint64_t key)
+{
+	struct cent *e = ctab_find(o, key);
+	bool hit = false;
+	int64_t w = o->window < o->clen / 4 ? o->window : (int64_t)o->clen / 4;
+	if (e) {
+		int64_t dcur;
+		uint32_t q = nearest(o, e, o->cur, &dcur);
+		hit = llabs(dcur) <= w;
+		uint64_t elapsed = (uint32_t)(o->t - e->last_t);
+		if (e->last_q != UINT32_MAX && elapsed <= o->clen + (uint64_t)w) {
+			/* Ranks drift apart, so the global position can be far
+			 * from a lagging rank; the key's own last access says
+			 * where in the cycle this one should be. */
+			int64_t dself;
+			uint32_t qs = nearest(o, e, (e->last_q + elapsed) % o->clen, &dself);
+			if (llabs(dself) <= w) {
+				hit = true;
+				q = qs;
+			}
+		}
+		/* The occurrence this access was: anchors next_of. */
+		e->last_q = q;
+		e->last_t = o->t;
+		int64_t d = cdiff(o, o->cur, q);
+		if (llabs(d) <= w) {
+			/* Late accesses (jitter) do not move the position back. */
+			if (d >= 0)
+				o->cur = (q + 1) % o->clen;
+		} else if (!hit && o->miss_run >= 1) {
+			/* Second miss in a row on a key of the cycle: we lost
+			 * our place; continue after this occurrence. */
+			o->cur = (q + 1) % o->clen;
+		}
+	}
+	o->miss_run = hit ? 0 : o->miss_run + 1;
+	o->st.learned_accesses++;
+	if (hit)
+		o->st.predicted_hits++;
+	health_push(o, hit);
+	if (o->hfill == o->hsize && (double)o->hhits < o->threshold * o->hsize)
+		return false;
+	return true;
+}
+
+void order_access(struct order *o, uint64_t key, bool write)
+{
+	o->st.accesses++;
+	if (o->have_last && o->last_key == key) {
+		/* Another request on the same block: one access. A read among
+		 * them means the data is needed. */
+		if (o->len > 0 && !write)
+			o->recw[o->len - 1] = 0;
+		return;
+	}
+	o->have_last = true;
+	o->last_key = key;
+	o->st.deduped++;
+	o->t++;
+	if (o->learned && !track(o, key)) {
+		o->st.relearns++;
+		unlearn(o);
+	}
+	record(o, key, write);
+}
+
+int order_create(const struct order_params *p, struct order **out)
+{
+	struct order_params d = {0};
+	if (p)
+		d = *p;
+	if (!d.max_cycle)
+		d.max_cycle = ORDER_DEFAULT_MAX_CYCLE;
+	if (!d.min_cycle)
+		d.min_cycle = 8;
+	if (!d.window)
+		d.window = 64;
+	if (d.threshold == 0)
+		d.threshold = 0.9;
+	if (!d.health_window)
+		d.health_window = 4096;
+	if (!d.min_verify)
+		d.min_verify = 256;
+	if (d.max_cycle > (1u << 30) || d.min_cycle < 2 || d.min_cycle > d.max_cycle ||
+	    d.threshold <= 0 || d.threshold > 1)
+		return -EINVAL;
+	if (d.window > d.max_cycle / 4)
+		d.window = (unsigned)(d.max_cycle / 4);
+
+	struct order *o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->max_cycle = d.max_cycle;
+	o->min_cycle = d.min_cycle;
+	o->min_verify = d.min_verify;
+	o->window = d.window;
+	o->threshold = d.threshold;
+	o->hsize = d.health_window;
+	o->rec_cap = 2 * d.max_cycle + d.window;
+	size_t tsize = 1;
+	while (tsize < 2 * d.max_cycle)
+		tsize <<= 1;
+	o->tab_mask = tsize - 1;
+	o->ctab_mask = tsize - 1;
+	/* Load <= 3/4 keeps probes short; slide() leaves at most
+	 * max_cycle + window (<= 1.25 max_cycle < 3/4 tsize) keys. */
+	o->tab_limit = tsize / 4 * 3;
+	o->epoch = 1;
+	o->cepoch = 1;
+	o->rec = malloc(o->rec_cap * sizeof(*o->rec));
+	o->recw = malloc(o->rec_cap);
+	o->tab = calloc(tsize, sizeof(*o->tab));
+	o->cyc = malloc(d.max_cycle * sizeof(*o->cyc));
+	o->cycw = malloc(d.max_cycle);
+	o->ctab = calloc(tsize, sizeof(*o->ctab));
+	o->nxt = malloc(d.max_cycle * sizeof(*o->nxt));
+	o->hbits = calloc(o->hsize, 1);
+	if (!o->rec || !o->recw || !o->tab || !o->cyc || !o->cycw || !o->ctab || !o->nxt ||
+	    !o->hbits) {
+		order_destroy(o);
+		return -ENOMEM;
+	}
+	*out = o;
+	return 0;
+}
+
+void order_destroy(struct order *o)
+{
+	if (!o)
+		return;
+	free(o->rec);
+	free(o->recw);
+	free(o->tab);
+	free(o->cyc);
+	free(o->cycw);
+	free(o->ctab);
+	free(o->nxt);
+	free(o->hbits);
+	free(o);
+}
+
+bool order_learned(const struct order *o)
+{
+	return o->learned;
+}
+
+size_t order_cycle_len(const struct order *o)
+{
+	return o->learned ? o->clen : 0;
+}
+
+static uint64_t next_of(const struct order *o, uint64_t key, bool reads_only)
+{
+	if (!o || !o->learned)
+		return UINT64_MAX;
+	const struct cent *e = ctab_find(o, key);
+	if (!e)
+		return UINT64_MAX;
+	uint64_t w = o->window < o->clen / 4 ? o->window : o->clen / 4;
+	/* Accesses since the key's last one, counting the coming one (the
+	 * latest access has clock t; the next will have t + 1). */
+	uint64_t elapsed = (uint64_t)(uint32_t)(o->t - e->last_t) + 1;
+	if (e->last_q != UINT32_MAX && elapsed <= o->clen + w) {
+		/* Relative to the key's own last access: ranks drift apart, so
+		 * one global position is wrong for some of them, but each
+		 * rank keeps its own pace. Walk the key's occurrences after the
+		 * one last seen, in cycle order; the first not yet passed
+		 * (allowing the window of lateness) is the next use. */
+		uint32_t p = e->last_q;
+		do {
+			p = o->nxt[p];
+			uint64_t dd = (p + o->clen - e->last_q) % o->clen;
+			if (dd == 0)
+				dd = o->clen;
+			if ((!reads_only || !o->cycw[p]) && dd + w >= elapsed)
+				return dd > elapsed ? dd - elapsed : 0;
+		} while (p != e->last_q);
+	}
+	/* No usable anchor: distance from the global position. */
+	uint64_t best = UINT64_MAX;
+	uint32_t p = e->first;
+	do {
+		if (!reads_only || !o->cycw[p]) {
+			uint64_t d = (p + o->clen - o->cur) % o->clen;
+			if (d < best)
+				best = d;
+		}
+		p = o->nxt[p];
+	} while (p != e->first);
+	return best;
+}
+
+uint64_t order_next_use(const struct order *o, uint64_t key)
+{
+	return next_of(o, key, false);
+}
+
+uint64_t order_next_read(const struct order *o, uint64_t key)
+{
+	return next_of(o, key, true);
+}
+
+size_t order_upcoming(const struct order *o, size_t n, uint64_t *keys)
+{
+	if (!o->learned)
+		return 0;
+	if (n > o->clen)
+		n = o->clen;
+	for (size_t j = 0; j < n; j++)
+		keys[j] = o->cyc[(o->cur + j) % o->clen];
+	return n;
+}
+
+void order_get_stats(const struct order *o, struct order_stats *out)
+{
+	*out = o->st;
+	out->learned = o->learned;
+	out->cycle_len = order_cycle_len(o);
+}
+
+int order_pick_victim(const struct order *o, const uint64_t *keys, size_t n,
+		      const uint64_t *lru_stamp)
+{
+	if (n == 0)
+		return -1;
+	int best = 0;
+	uint64_t best_nu = order_next_use(o, keys[0]);
+	for (size_t i = 1; i < n; i++) {
+		uint64_t nu = order_next_use(o, keys[i]);
+		bool older = lru_stamp && lru_stamp[i] < lru_stamp[best];
+		if (nu > best_nu || (nu == best_nu && older)) {
+			best = (int)i;
+			best_nu = nu;
+		}
+	}
+	return best;
+}

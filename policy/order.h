@@ -1,0 +1,119 @@
+/*
+ * policy/order.h — the access-order learner: learns the block access cycle
+ * that DeepSpeed repeats every training step, and predicts from it.
+ *
+ * Why: the update phase touches the whole optimizer state in the same order
+ * every step. LRU evicts exactly the block needed next on such a scan; with
+ * the order known, the cache can evict the block needed farthest in the
+ * future (Belady) and prefetch the blocks needed next.
+ *
+ * Input: every block access, as an opaque 64-bit key (the cache passes
+ * ino << 24 | block_index) and a write flag. Consecutive accesses to the
+ * same key collapse into one (several requests cover one block). The stream
+ * is the interleaving of several ranks, so one step is never byte-identical
+ * to the last: matching tolerates positions that moved by up to `window`
+ * accesses (local swaps, rank drift), stray extra accesses and missing ones.
+ *
+ * Learning: a recording of the deduplicated stream that never stops. Each
+ * access whose key occurred before proposes candidate periods (the distance
+ * to each of its last 4 occurrences); up to 16 candidates are checked on
+ * every access: does the key occur one period back (+-window)? A candidate
+ * that holds with match rate >= threshold over max(period, min_verify)
+ * accesses, and also over the stretch just before it started (which kills
+ * periods that hold only for a while, such as "sub-group read, then
+ * written"), becomes the cycle: its period is re-centred on the most common
+ * offset, and the last period of the recording is copied as the cycle. It
+ * stays on probation for two more spans: if it fails then, the cycle is
+ * dropped (a false lock) and a waiting candidate takes over. A key may occur
+ * several times per cycle (read, later written).
+ *
+ * Learned: the learner follows the position in the cycle (an access found
+ * within +-window of it, or of where the key's own previous access says it
+ * should be, is a hit; only the former moves the position forward; two
+ * misses in a row resynchronise). next_use is measured from each key's own
+ * last access (the occurrence it matched plus the time since), so ranks
+ * that drift apart keep exact-enough predictions; without such an anchor it
+ * is the distance from the global position. When the hit rate over the last
+ * `health_window` accesses falls below threshold, the pattern is declared
+ * broken: not learned until a candidate (already running) holds again.
+ *
+ * Cost: O(1) amortised per access (16 candidates x 4 positions, hashed
+ * lookups, a brute-force retro check of at most 4096 x window paid once per
+ * confirmed candidate); queries cost O(occurrences of the key per cycle).
+ * All memory is allocated by order_create (no malloc per access): about
+ * 140 bytes per unit of max_cycle (36 MiB at the default 2^18). Cycles
+ * longer than max_cycle are never learned.
+ *
+ * Thread safety: none. The cache calls every function under its own lock
+ * (the const queries too: they read state that order_access changes).
+ */
+#ifndef TIERFS_ORDER_H
+#define TIERFS_ORDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct order;
+
+struct order_params {
+	size_t max_cycle;	/* longest learnable cycle (deduplicated accesses);
+				   0 = ORDER_DEFAULT_MAX_CYCLE, at most 2^30 */
+	size_t min_cycle;	/* shortest cycle considered; 0 = 8 */
+	unsigned window;	/* position tolerance for jitter; 0 = 64 (clamped
+				   to max_cycle / 4) */
+	double threshold;	/* match rate to learn and to stay learned; 0 = 0.9 */
+	unsigned health_window; /* accesses over which a learned cycle's hit rate
+				   is judged; 0 = 4096 */
+	size_t min_verify;	/* a candidate period is checked over at least
+				   this many accesses (and one period); 0 = 256 */
+};
+
+#define ORDER_DEFAULT_MAX_CYCLE (1u << 18)
+
+struct order_stats {
+	uint64_t accesses;	   /* calls to order_access */
+	uint64_t deduped;	   /* accesses left after collapsing repeats */
+	uint64_t learned_accesses; /* deduped accesses made while learned */
+	uint64_t predicted_hits;   /* of those, the ones found where predicted */
+	uint64_t learns;	   /* times a cycle was learned */
+	uint64_t relearns;	   /* times a learned cycle broke (health) */
+	uint64_t false_locks;	   /* cycles dropped while still on probation */
+	bool learned;
+	size_t cycle_len;
+};
+
+/* Returns 0, -EINVAL (bad parameters) or -ENOMEM. p may be NULL (defaults). */
+int order_create(const struct order_params *p, struct order **out);
+void order_destroy(struct order *o);
+
+/* Record one access. A collapsed repeat that reads marks the access as a
+ * read (data needed) even if the first request was a write. */
+void order_access(struct order *o, uint64_t key, bool write);
+
+bool order_learned(const struct order *o);
+size_t order_cycle_len(const struct order *o); /* 0 when not learned */
+
+/* Accesses from the current position until KEY's next predicted access:
+ * 0 = it is the next access expected. UINT64_MAX when not learned or KEY is
+ * not in the cycle. */
+uint64_t order_next_use(const struct order *o, uint64_t key);
+/* Same, counting only accesses that read the block (a block whose next
+ * access is a full overwrite does not need its data kept). */
+uint64_t order_next_read(const struct order *o, uint64_t key);
+
+/* Up to N keys predicted next, in order (from the current position, at
+ * most one cycle). Returns how many were written; 0 when not learned. */
+size_t order_upcoming(const struct order *o, size_t n, uint64_t *keys);
+
+void order_get_stats(const struct order *o, struct order_stats *out);
+
+/* Eviction choice among N candidate keys (a sample of the cache): the
+ * index of the one whose next use is farthest; unknown next use (not in the
+ * cycle) counts as farthest; ties go to the smallest lru_stamp (least
+ * recently used). Not learned (or o NULL): plain LRU, the smallest stamp.
+ * -1 if n == 0. lru_stamp may be NULL (ties: the first). */
+int order_pick_victim(const struct order *o, const uint64_t *keys, size_t n,
+		      const uint64_t *lru_stamp);
+
+#endif

@@ -1,0 +1,354 @@
+#!/usr/bin/env bash
+# scripts/bench.sh — `make bench` (issue 3): the update-phase benchmark.
+#
+# One invocation, one disk:
+#   1. baseline: tierfs-replay (DeepSpeed ZeRO-Infinity swap I/O) on a plain
+#      directory on local disk, what users run today;
+#   2. the same replay on a tierfs mount: the same disk directory as the
+#      persistent tier, a RAM tier of BENCH_RAM, the gradient rule on;
+#      baseline and tierfs runs are interleaved (the disk is noisy);
+#   3. the floor: Belady's disk bytes per step with that RAM budget over the
+#      disk bandwidth measured here (scripts/bench_report.py states the model);
+#   4. two persistent tiers: cold read of a file striped over the disk and a
+#      second directory capped with max_bandwidth, vs the sum of the two.
+# Prints a table, writes build/bench/summary.json and build/bench/steps.png.
+# A tierfs phase that cannot mount is reported as failed; the rest still runs.
+#
+# Environment (sizes take K/M/G suffixes, powers of 1024):
+#   BENCH_DIR      work directory on the disk under test [/var/tmp/tierfs-bench]
+#   BENCH_STATE    optimizer state (fp32 param+m+v, all ranks) [2G]
+#   BENCH_RAM      RAM tier capacity [1G]
+#   BENCH_STEPS    steps after the init step [3]
+#   BENCH_RANKS    rank processes [1]
+#   BENCH_SUBGROUP params per sub-group [state/12/ranks/8: 8 sub-groups]
+#   BENCH_PIPELINE on|off [on]
+#   BENCH_REPEAT   baseline/tierfs pairs [2]
+#   BENCH_VERIFY   1: check every file's content after each run [1]
+#   BENCH_T2_DIR   the second tier's directory [/dev/shm/tierfs-bench-t2]
+#   BENCH_T2_CAP   its max_bandwidth per second [512M]
+#   BENCH_T2_SIZE  size of the striped file [1G]
+#   BENCH_PROBE_SIZE  bytes of the disk bandwidth probe [1G]
+#   BENCH_SKIP     space-separated phases to skip: baseline tierfs two_tier
+#   TIERFS_BIN     the daemon [build/tierfs]; build/tests/bench/passfs (a plain
+#                  FUSE passthrough) tests the mounted phases without tierfs
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+OUT=$BUILD/bench
+REPLAY=$BUILD/tierfs-replay
+TIERFS=${TIERFS_BIN:-$BUILD/tierfs}
+REPORT=$ROOT/scripts/bench_report.py
+PLOT=$ROOT/scripts/plot_bench.gp
+
+BENCH_DIR=${BENCH_DIR:-/var/tmp/tierfs-bench}
+BENCH_STATE=${BENCH_STATE:-2G}
+BENCH_RAM=${BENCH_RAM:-1G}
+BENCH_STEPS=${BENCH_STEPS:-3}
+BENCH_RANKS=${BENCH_RANKS:-1}
+BENCH_SUBGROUP=${BENCH_SUBGROUP:-}
+BENCH_PIPELINE=${BENCH_PIPELINE:-on}
+BENCH_REPEAT=${BENCH_REPEAT:-2}
+BENCH_VERIFY=${BENCH_VERIFY:-1}
+BENCH_T2_DIR=${BENCH_T2_DIR:-/dev/shm/tierfs-bench-t2}
+BENCH_T2_CAP=${BENCH_T2_CAP:-512M}
+BENCH_T2_SIZE=${BENCH_T2_SIZE:-1G}
+BENCH_PROBE_SIZE=${BENCH_PROBE_SIZE:-1G}
+BENCH_SKIP=${BENCH_SKIP:-}
+BLOCK=1M
+
+say() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+skipped() { case " $BENCH_SKIP " in *" $1 "*) return 0 ;; esac; return 1; }
+bytes() { numfmt --from=iec "${1%B}"; }
+
+[ -x "$REPLAY" ] || die "$REPLAY not built (run: make $REPLAY)"
+command -v python3 >/dev/null || die "python3 is needed for the floor and the report"
+STATE_B=$(bytes "$BENCH_STATE") || die "BENCH_STATE=$BENCH_STATE is not a size"
+RAM_B=$(bytes "$BENCH_RAM") || die "BENCH_RAM=$BENCH_RAM is not a size"
+BLOCK_B=$(bytes $BLOCK)
+
+W=$BENCH_DIR
+MNT=$W/mnt
+TIERFS_PID=
+CHILD_PID=
+# run CMD...: runs CMD in the background and waits, so that Ctrl-C/TERM
+# reach our trap at once (bash defers traps while a foreground child runs).
+run() {
+	"$@" &
+	CHILD_PID=$!
+	local rc
+	wait "$CHILD_PID"
+	rc=$?
+	CHILD_PID=
+	return $rc
+}
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -n "$CHILD_PID" ]; then
+		kill "$CHILD_PID" 2>/dev/null
+		wait "$CHILD_PID" 2>/dev/null
+	fi
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		say "unmounting $MNT"
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	fi
+	if [ -n "$TIERFS_PID" ]; then
+		kill "$TIERFS_PID" 2>/dev/null
+		wait "$TIERFS_PID" 2>/dev/null
+	fi
+	rm -rf "$W/run" "$W/probe" "$BENCH_T2_DIR" 2>/dev/null
+	rmdir "$MNT" "$W" 2>/dev/null
+	exit $rc
+}
+trap cleanup EXIT
+trap 'say "interrupted"; exit 130' INT TERM
+
+mkdir -p "$W" "$MNT" "$OUT" || die "cannot create $W or $OUT"
+rm -rf "${OUT:?}"/* "$W/run"
+need=$((STATE_B * 4 / 3 + (1 << 30)))
+avail=$(($(df --output=avail -B1 "$W" | tail -1)))
+[ "$avail" -gt "$need" ] || die "$W: $avail bytes free, the bench needs about $need"
+
+REPLAY_ARGS=(--state-size "$STATE_B" --ranks "$BENCH_RANKS" --steps "$BENCH_STEPS" --pipeline "$BENCH_PIPELINE")
+[ -n "$BENCH_SUBGROUP" ] && REPLAY_ARGS+=(--subgroup-size "$BENCH_SUBGROUP")
+[ "$BENCH_VERIFY" = 1 ] && REPLAY_ARGS+=(--verify)
+
+cat >"$OUT/meta.json" <<EOF
+{"state_bytes": $STATE_B, "ram_bytes": $RAM_B, "block_size": $BLOCK_B, "steps": $BENCH_STEPS,
+ "ranks": $BENCH_RANKS, "pipeline": "$BENCH_PIPELINE", "repeat": $BENCH_REPEAT,
+ "bench_dir": "$W", "host": "$(hostname)", "date": "$(date -Is)", "kernel": "$(uname -r)"}
+EOF
+
+# ---- disk bandwidth (same engine as the replay: O_DIRECT, libaio, 1 MiB, qd8) ----
+probe_disk() {
+	mkdir -p "$W/probe"
+	say "probing disk bandwidth in $W ($BENCH_PROBE_SIZE write then read)"
+	run "$REPLAY" --probe "$W/probe/probe.bin" --probe-size "$BENCH_PROBE_SIZE" >"$OUT/probe-$1.json" ||
+		die "disk probe failed"
+	rm -f "$W/probe/probe.bin"
+	say "disk: $(cat "$OUT/probe-$1.json")"
+}
+
+# ---- tierfs mount helpers -----------------------------------------------------
+# mount_tierfs CONF LOG: starts the daemon in the foreground mode (so we own
+# its pid), returns 0 once MNT is a mount point; on failure sets MOUNT_WHY.
+# Not called in $(...): TIERFS_PID must be set in this shell.
+MOUNT_WHY=
+mount_tierfs() {
+	local conf=$1 log=$2
+	if [ ! -x "$TIERFS" ]; then
+		MOUNT_WHY="daemon $TIERFS not built"
+		return 1
+	fi
+	MOUNT_WHY=
+	"$TIERFS" "$conf" "$MNT" -f >"$log" 2>&1 &
+	TIERFS_PID=$!
+	local i
+	for i in $(seq 1 200); do
+		mountpoint -q "$MNT" && return 0
+		if ! kill -0 "$TIERFS_PID" 2>/dev/null; then
+			wait "$TIERFS_PID"
+			MOUNT_WHY="daemon exited with status $? before mounting: $(tail -3 "$log" | tr '\n' ' ')"
+			TIERFS_PID=
+			return 1
+		fi
+		sleep 0.05
+	done
+	MOUNT_WHY="mount did not come up in 10 s: $(tail -3 "$log" | tr '\n' ' ')"
+	kill "$TIERFS_PID" 2>/dev/null
+	wait "$TIERFS_PID" 2>/dev/null
+	TIERFS_PID=
+	return 1
+}
+
+# umount_tierfs: unmount (the daemon flushes dirty blocks) and wait for it.
+umount_tierfs() {
+	local rc=0
+	fusermount3 -u "$MNT" || rc=$?
+	if [ -n "$TIERFS_PID" ]; then
+		local i
+		for i in $(seq 1 1200); do
+			kill -0 "$TIERFS_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$TIERFS_PID" 2>/dev/null; then
+			say "daemon still running 120 s after unmount; killing it"
+			kill "$TIERFS_PID"
+			rc=1
+		fi
+		wait "$TIERFS_PID" || rc=$?
+		TIERFS_PID=
+	fi
+	return $rc
+}
+
+tierfs_conf() {
+	cat <<EOF
+# written by scripts/bench.sh
+[mount]
+metadata = $W/run/meta
+block_size = $BLOCK
+
+[tier ram]
+type = ram
+capacity = $BENCH_RAM
+
+[tier nvme0]
+type = posix
+path = $W/run/nvme0
+
+[policy]
+stripe = nvme0
+
+[rule gradients]
+match = *_gradient_*.tensor.swp
+tier = ram
+persistent = no
+EOF
+}
+
+# ---- the runs -------------------------------------------------------------------
+run_baseline() {
+	local rep=$1
+	say "baseline $rep/$BENCH_REPEAT: replay on $W/run/plain"
+	rm -rf "$W/run"
+	mkdir -p "$W/run/plain"
+	if ! run "$REPLAY" --dir "$W/run/plain" "${REPLAY_ARGS[@]}" --json "$OUT/baseline-$rep.json"; then
+		echo "failed: replay exited with an error" >"$OUT/baseline-$rep.status"
+		say "baseline $rep FAILED"
+	fi
+	rm -rf "$W/run"
+}
+
+run_tierfs() {
+	local rep=$1
+	say "tierfs $rep/$BENCH_REPEAT: replay on a mount (RAM $BENCH_RAM + $W/run/nvme0)"
+	rm -rf "$W/run"
+	mkdir -p "$W/run/nvme0" "$W/run/meta" "$OUT/tierfs-$rep.stats"
+	tierfs_conf >"$OUT/tierfs.conf"
+	if ! mount_tierfs "$OUT/tierfs.conf" "$OUT/tierfs-$rep.log"; then
+		say "tierfs $rep: mount FAILED: $MOUNT_WHY"
+		echo "failed: mount: $MOUNT_WHY" >"$OUT/tierfs-$rep.status"
+		echo '{"steps": []}' >"$OUT/tierfs-$rep.json"
+		rm -rf "$W/run"
+		return
+	fi
+	local stats=()
+	[ -e "$MNT/.tierfs/stats" ] && stats=(--stats "$MNT/.tierfs/stats" --stats-out "$OUT/tierfs-$rep.stats")
+	if ! run "$REPLAY" --dir "$MNT" "${REPLAY_ARGS[@]}" "${stats[@]}" --json "$OUT/tierfs-$rep.json"; then
+		echo "failed: replay exited with an error (daemon log: $OUT/tierfs-$rep.log)" >"$OUT/tierfs-$rep.status"
+		say "tierfs $rep: replay FAILED"
+	fi
+	if ! umount_tierfs; then
+		[ -e "$OUT/tierfs-$rep.status" ] || echo "failed: unmount/daemon exit status" >"$OUT/tierfs-$rep.status"
+		say "tierfs $rep: unmount or daemon exit FAILED (log: $OUT/tierfs-$rep.log)"
+	fi
+	rm -rf "$W/run"
+}
+
+# Two persistent tiers: cold read of a striped file vs the two tiers' sum.
+run_two_tier() {
+	local t2cap
+	t2cap=$(bytes "$BENCH_T2_CAP")
+	say "two tiers: disk $W/run/t2a + $BENCH_T2_DIR capped at $BENCH_T2_CAP/s"
+	rm -rf "$W/run" "$BENCH_T2_DIR"
+	mkdir -p "$W/run/t2a" "$W/run/meta2" "$BENCH_T2_DIR" || return
+	# Each tier measured directly with the same engine; tierfs enforces the
+	# cap, so the second tier's direct figure is min(measured, cap).
+	run "$REPLAY" --probe "$BENCH_T2_DIR/probe.bin" --probe-size "$BENCH_T2_SIZE" >"$OUT/probe-t2.json" ||
+		{ say "probe of $BENCH_T2_DIR failed"; return; }
+	rm -f "$BENCH_T2_DIR/probe.bin"
+	cat >"$OUT/two_tier.conf" <<EOF
+# written by scripts/bench.sh
+[mount]
+metadata = $W/run/meta2
+block_size = $BLOCK
+
+[tier ram]
+type = ram
+capacity = 64M
+
+[tier nvme0]
+type = posix
+path = $W/run/t2a
+
+[tier nvme1]
+type = posix
+path = $BENCH_T2_DIR
+max_bandwidth = $BENCH_T2_CAP/s
+
+[policy]
+stripe = nvme0, nvme1
+EOF
+	local status=ok striped=null
+	if ! mount_tierfs "$OUT/two_tier.conf" "$OUT/two_tier.log"; then
+		status="failed: mount: $MOUNT_WHY"
+	elif ! run "$REPLAY" --probe "$MNT/striped.bin" --probe-size "$BENCH_T2_SIZE" >"$OUT/two_tier-write.json"; then
+		status="failed: writing the striped file"
+		umount_tierfs
+	elif ! umount_tierfs; then
+		status="failed: unmount after writing"
+	elif ! mount_tierfs "$OUT/two_tier.conf" "$OUT/two_tier-2.log"; then
+		status="failed: remount: $MOUNT_WHY"
+	else
+		# cold: the remount emptied the RAM tier
+		if run "$REPLAY" --probe "$MNT/striped.bin" --probe-read-only >"$OUT/two_tier-read.json"; then
+			striped=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["read_Bps"])' "$OUT/two_tier-read.json")
+			getfattr -d -m user.tierfs "$MNT/striped.bin" >"$OUT/two_tier-placement.txt" 2>&1
+		else
+			status="failed: reading the striped file"
+		fi
+		umount_tierfs || status="failed: unmount"
+	fi
+	[ "$status" = ok ] || say "two tiers: $status"
+	python3 - "$OUT" "$t2cap" "$striped" "$status" <<'EOF'
+import json, sys
+out, cap, striped, status = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+disk = [json.load(open("%s/probe-%s.json" % (out, p)))["read_Bps"] for p in ("start", "end")
+        if __import__("os").path.exists("%s/probe-%s.json" % (out, p))]
+d = sum(disk) / len(disk)
+t2 = min(json.load(open(out + "/probe-t2.json"))["read_Bps"], cap)
+json.dump({"tiers": ["nvme0 (disk)", "nvme1 (capped)"], "nvme0_read_Bps": d, "nvme1_read_Bps": t2,
+           "nvme1_cap_Bps": cap, "sum_Bps": d + t2,
+           "striped_read_Bps": None if striped == "null" else float(striped),
+           "status": status}, open(out + "/two_tier.json", "w"), indent=1)
+EOF
+	rm -rf "$W/run" "$BENCH_T2_DIR"
+}
+
+T0=$(date +%s)
+say "state $BENCH_STATE, RAM $BENCH_RAM, $BENCH_RANKS rank(s), $BENCH_STEPS steps, pipeline $BENCH_PIPELINE, $BENCH_REPEAT x (baseline, tierfs) in $W"
+[ -x "$TIERFS" ] || say "note: $TIERFS is not built: the tierfs rows will be marked failed"
+probe_disk start
+for rep in $(seq 1 "$BENCH_REPEAT"); do
+	skipped baseline || run_baseline "$rep"
+	skipped tierfs || run_tierfs "$rep"
+done
+probe_disk end
+skipped two_tier || run_two_tier
+
+# ---- floor: Belady on the replay's layout, the disk bandwidth of this run -------
+layout=$(ls "$OUT"/baseline-*.json "$OUT"/tierfs-*.json 2>/dev/null | while read -r f; do
+	grep -q '"state_bytes"' "$f" && echo "$f"; done | head -1)
+if [ -n "$layout" ]; then
+	read -r RBW WBW MBW < <(python3 -c '
+import json, sys
+ps = [json.load(open(f)) for f in sys.argv[1:]]
+print(*[sum(p[k] for p in ps) / len(ps) for k in ("read_Bps", "write_Bps", "mixed_Bps")])' \
+		"$OUT"/probe-start.json "$OUT"/probe-end.json)
+	python3 "$REPORT" floor --replay-json "$layout" --ram "$RAM_B" --block-size "$BLOCK_B" \
+		--read-bps "$RBW" --write-bps "$WBW" --mixed-bps "$MBW" >"$OUT/floor.json" || say "floor computation failed"
+else
+	say "no replay result: no floor"
+fi
+
+python3 "$REPORT" report --dir "$OUT" || die "report failed"
+if command -v gnuplot >/dev/null; then
+	(cd "$OUT" && gnuplot -e "titles='$(cat steps.titles)'; floor=$(cat floor.val)" "$PLOT") ||
+		say "gnuplot failed"
+	[ -s "$OUT/steps.png" ] && say "plot: $OUT/steps.png"
+else
+	say "gnuplot not installed: no plot"
+fi
+say "summary: $OUT/summary.json ($(($(date +%s) - T0)) s)"

@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""bench_report.py: the floor (Belady on the known order) and the report of `make bench`.
+
+Standard library only (python3 from Debian). Two commands:
+
+  bench_report.py floor --replay-json F --ram B --block-size BS --read-bps R --write-bps W
+      prints the floor as JSON.
+  bench_report.py report --dir build/bench
+      reads the run files scripts/bench.sh left in that directory, prints the table,
+      writes summary.json and steps.dat (the data scripts/plot_bench.gp draws).
+
+The floor model (what an optimal policy must move to/from the disk per steady step):
+- The disk holds every block; the RAM tier holds B bytes, block-granular
+  (a partial last block of a file still takes a whole block of RAM).
+- Blocks of every file, gradients included, compete for B: the optimum may
+  spill a gradient block as well as a state block (the cost per block is the
+  same). With the gradient rule pinning gradients in RAM the result is the
+  same whenever B covers them (see belady()); both figures are reported.
+- Per step: backward writes every gradient block; then per sub-group i
+  (ranks in turn, they run in lock step): read every block of param,
+  exp_avg, exp_avg_sq and the gradients, then write param, exp_avg,
+  exp_avg_sq. Writes overwrite whole blocks, so a write needs no read.
+- The FS may keep a block dirty in RAM across steps (DeepSpeed never fsyncs;
+  durability is owed at fsync/unmount only). A dirty block costs one disk
+  write when it is evicted.
+- Policy: Belady's MIN on next reads, applied at writes (belady() explains
+  why that is the optimum for reads + writes on this trace). A read miss
+  costs a disk read; evicting a dirty block or sending a write straight to
+  disk costs a disk write.
+- The trace is simulated for 3 cycles and the third is counted (steady state;
+  the fourth cycle supplies the next uses).
+- Time floor = the smaller of disk read bytes / read bandwidth + disk write
+  bytes / write bandwidth (reads and writes in turn) and (read + write
+  bytes) / mixed bandwidth (reads and writes in flight together, qd8 each,
+  as the pipelined update does), bandwidths measured in the same run with
+  the same I/O engine (tierfs-replay --probe). The
+  update phase cannot be shorter than its CPU pass either: floor_s is
+  max(io floor, measured CPU time of the update).
+"""
+import heapq
+import json
+import math
+import os
+import re
+import sys
+
+
+def layout(rj):
+    """Per-rank sub-group sizes (params) exactly as tierfs-replay computes them."""
+    ranks = rj["ranks"]
+    rank_params = rj["state_bytes"] // 12 // ranks
+    sgp = rj["subgroup_params"]
+    n = rj["subgroups_per_rank"]
+    return [min(sgp, rank_params - i * sgp) for i in range(n)], ranks
+
+
+def trace(rj, bs):
+    """One steady step as (block, is_write) accesses, plus block sizes and kinds.
+
+    backward: every gradient block written; update: per sub-group i, ranks in
+    turn (they run in lock step): read param, exp_avg, exp_avg_sq and gradient
+    blocks, then write param, exp_avg, exp_avg_sq blocks."""
+    sizes, ranks = layout(rj)
+    nblk = lambda b: (b + bs - 1) // bs
+    bsize, is_grad = [], []
+
+    def blocks(fbytes, grad):
+        ids = []
+        for k in range(nblk(fbytes)):
+            ids.append(len(bsize))
+            bsize.append(min(bs, fbytes - k * bs))
+            is_grad.append(grad)
+        return ids
+
+    state, grads = {}, {}
+    for i, numel in enumerate(sizes):
+        for r in range(ranks):
+            state[i, r] = [b for _ in range(3) for b in blocks(numel * 4, False)]
+            g, units, off, gl = rj["grad_files"], numel // 256, 0, []
+            for k in range(g):
+                end = numel if k == g - 1 else units * (k + 1) // g * 256
+                gl += blocks((end - off) * 4, True)
+                off = end
+            grads[i, r] = gl
+    cycle = []
+    for i in range(len(sizes)):
+        for r in range(ranks):
+            cycle += [(b, True) for b in grads[i, r]]
+    for i in range(len(sizes)):
+        for r in range(ranks):
+            cycle += [(b, False) for b in state[i, r] + grads[i, r]]
+            cycle += [(b, True) for b in state[i, r]]
+    return cycle, bsize, is_grad
+
+
+def belady(rj, ram, bs, pin_grads=False):
+    """Disk bytes per steady step of the optimal policy (see the model above).
+
+    Every block is read once and then overwritten once per step, so a block's
+    content is dead from its read to its next write: RAM is only needed from a
+    write to the next read of the same block. Keeping that interval in RAM
+    saves one disk write and one disk read; not keeping it costs both. The
+    best choice of intervals under "at most C blocks at any time" is Belady's
+    rule applied at writes: keep the block whose next read comes soonest,
+    evict (write back) the one read farthest away, or write the incoming one
+    straight to disk if its next read is the farthest.
+
+    pin_grads: the gradient rule as configured (gradients always in RAM, the
+    rest of the budget caches state). Because every gradient and every kept
+    state block are resident together at the start of each update phase, the
+    two give the same disk bytes whenever the budget covers the gradients."""
+    cycle, bsize, is_grad = trace(rj, bs)
+    cap = ram // bs
+    if pin_grads:
+        cap -= sum(1 for g in is_grad if g)
+    L = len(cycle)
+    seq = cycle * 4
+    nread = [math.inf] * len(seq)  # at a write: position of the block's next read
+    last = {}
+    for t in range(len(seq) - 1, -1, -1):
+        b, w = seq[t]
+        if w:
+            nread[t] = last.get(b, math.inf)
+        else:
+            last[b] = t
+    cache = {}  # block -> position of its next read
+    heap = []  # (-next read, block), lazy deletion
+    rd = wr = hit = reads = 0
+    for t in range(3 * L):
+        b, w = seq[t]
+        count = t >= 2 * L
+        if pin_grads and is_grad[b]:
+            if count and not w:
+                reads += bsize[b]
+                hit += bsize[b]
+            continue
+        if not w:
+            if count:
+                reads += bsize[b]
+            if b in cache:
+                del cache[b]  # dead until its next write
+                if count:
+                    hit += bsize[b]
+            elif count:
+                rd += bsize[b]
+            continue
+        nr = nread[t]
+        if cap <= 0:
+            if count:
+                wr += bsize[b]
+            continue
+        if len(cache) >= cap:
+            while heap:
+                nu, v = heap[0]
+                if cache.get(v) == -nu:
+                    break
+                heapq.heappop(heap)
+            if -nu <= nr:  # the incoming block is read last: straight to disk
+                if count:
+                    wr += bsize[b]
+                continue
+            heapq.heappop(heap)
+            del cache[v]
+            if count:
+                wr += bsize[v]  # dirty: write back before it leaves RAM
+        cache[b] = nr
+        heapq.heappush(heap, (-nr, b))
+    return {
+        "ram_bytes": ram,
+        "block_size": bs,
+        "blocks": len(bsize),
+        "gradient_blocks": sum(1 for g in is_grad if g),
+        "ram_blocks": ram // bs,
+        "pin_gradients": pin_grads,
+        "disk_read_bytes": rd,
+        "disk_write_bytes": wr,
+        "hit_ratio": hit / reads if reads else 1.0,
+    }
+
+
+def cmd_floor(args):
+    a = dict(zip(args[::2], args[1::2]))
+    rj = json.load(open(a["--replay-json"]))
+    ram, bs = int(a["--ram"]), int(a["--block-size"])
+    f = belady(rj, ram, bs)
+    f["pinned_gradients"] = belady(rj, ram, bs, pin_grads=True)
+    rbw, wbw = float(a["--read-bps"]), float(a["--write-bps"])
+    f["read_Bps"], f["write_Bps"] = rbw, wbw
+    # The update-phase floor uses the configured rule (gradients pinned): its
+    # disk bytes all fall in the update phase, and it equals the optimum when
+    # the budget covers the gradients. A budget below them: the optimum.
+    pg = f["pinned_gradients"]
+    src = pg if pg["ram_blocks"] >= pg["gradient_blocks"] else f
+    f["floor_basis"] = "gradients pinned" if src is pg else "optimum (budget below gradients)"
+    f["floor_serial_s"] = src["disk_read_bytes"] / rbw + src["disk_write_bytes"] / wbw
+    f["floor_io_s"] = f["floor_serial_s"]
+    mbw = float(a.get("--mixed-bps", 0))
+    f["mixed_Bps"] = mbw
+    if mbw > 0:
+        # a device may serve reads and writes together faster than in turn
+        f["floor_mixed_s"] = (src["disk_read_bytes"] + src["disk_write_bytes"]) / mbw
+        f["floor_io_s"] = min(f["floor_serial_s"], f["floor_mixed_s"])
+    steady = [s for s in rj["steps"] if not s["init"]]
+    cpu = min(s["update_cpu_s"] for s in steady) if steady else 0.0
+    f["update_cpu_s"] = cpu
+    f["floor_s"] = max(f["floor_io_s"], cpu)
+    json.dump(f, sys.stdout, indent=1)
+    print()
+
+
+# ---- report -------------------------------------------------------------------------
+
+STAT_LINE = re.compile(r"^\s*([A-Za-z0-9_./ -]+?)\s*(?:[:=]\s*|\s+)(-?[0-9.]+(?:e[-+]?\d+)?)\s*(\S*)")
+
+
+def parse_stats(path):
+    """Generic parse of MNT/.tierfs/stats: 'key: value', 'key = value' or 'key value'
+    lines; '[section]' or 'section:' lines prefix the keys that follow."""
+    out = {}
+    if not os.path.exists(path):
+        return out
+    sect = ""
+    for line in open(path, errors="replace"):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        m = re.match(r"^\[(.+)\]$", s) or re.match(r"^([A-Za-z][\w ./-]*):$", s)
+        if m:
+            sect = m.group(1).strip().replace(" ", ".") + "."
+            continue
+        m = STAT_LINE.match(s)
+        if m:
+            try:
+                out[sect + m.group(1).strip().replace(" ", ".")] = float(m.group(2))
+            except ValueError:
+                pass
+    return out
+
+
+def stats_delta(before, after):
+    d = {}
+    for k, v in after.items():
+        if "ratio" in k or "learned" in k or "cycle" in k or "capacity" in k or k.endswith("used"):
+            d[k] = v  # levels, not counters
+        else:
+            d[k] = v - before.get(k, 0.0)
+    return d
+
+
+def fmt_bytes(b):
+    if b is None:
+        return "-"
+    return "%.2fG" % (b / 1e9)
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def cmd_report(args):
+    d = args[args.index("--dir") + 1]
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    runs = []
+    for name in sorted(os.listdir(d)):
+        m = re.match(r"^(baseline|tierfs)-(\d+)\.json$", name)
+        if not m:
+            continue
+        setup, rep = m.group(1), int(m.group(2))
+        run = {"setup": setup, "rep": rep, "file": name}
+        st_path = os.path.join(d, "%s-%d.status" % (setup, rep))
+        run["status"] = open(st_path).read().strip() if os.path.exists(st_path) else "ok"
+        try:
+            rj = json.load(open(os.path.join(d, name)))
+            run["replay"] = rj
+            steady = [s for s in rj["steps"] if not s["init"]]
+            run["init_s"] = [s for s in rj["steps"] if s["init"]][0]["update_s"]
+            run["update_s"] = [s["update_s"] for s in steady]
+            run["backward_s"] = [s["backward_s"] for s in steady]
+            run["update_cpu_s"] = [s["update_cpu_s"] for s in steady]
+            run["verify"] = rj.get("verify")
+            # the first steady step still warms the cache: steady = steps 2..N when N > 1
+            tail = steady[1:] if len(steady) > 1 else steady
+            run["update_mean_s"] = mean([s["update_s"] for s in tail])
+            run["backward_mean_s"] = mean([s["backward_s"] for s in tail])
+            run["bytes_read_per_step"] = steady[-1]["bytes_read"] if steady else 0
+            run["bytes_written_per_step"] = steady[-1]["bytes_written"] if steady else 0
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            if run["status"] == "ok":
+                run["status"] = "failed: no replay result (%s)" % e
+        if setup == "tierfs":
+            # counters over the last step: its backward and its update phase
+            sd = os.path.join(d, "tierfs-%d.stats" % rep)
+            n = meta["steps"]
+            prev = parse_stats(os.path.join(sd, "step%d-%s" % (n - 1, "update" if n > 1 else "init")))
+            bwd = parse_stats(os.path.join(sd, "step%d-backward" % n))
+            upd = parse_stats(os.path.join(sd, "step%d-update" % n))
+            run["tierfs_stats_backward"] = stats_delta(prev, bwd) if bwd else {}
+            run["tierfs_stats"] = stats_delta(bwd, upd) if upd else {}
+            run["tierfs_stats_raw_last"] = upd
+        runs.append(run)
+    floor = None
+    fp = os.path.join(d, "floor.json")
+    if os.path.exists(fp):
+        floor = json.load(open(fp))
+    two = None
+    tp = os.path.join(d, "two_tier.json")
+    if os.path.exists(tp):
+        two = json.load(open(tp))
+
+    base_ok = [r for r in runs if r["setup"] == "baseline" and r["status"] == "ok"]
+    base_upd = mean([r["update_mean_s"] for r in base_ok])
+    base_bwd = mean([r["backward_mean_s"] for r in base_ok])
+
+    def stat_pick(st, *words):
+        """Sum of the stats keys that contain every word (e.g. tier name and 'read')."""
+        ks = [k for k in st if all(w in k.lower() for w in words)]
+        return sum(st[k] for k in ks) if ks else None
+
+    print()
+    print("tierfs bench: state %.2f GiB + gradients %.2f GiB, RAM budget %.2f GiB, %d rank(s), "
+          "%d steps, pipeline %s, dir %s" % (
+              meta["state_bytes"] / 2**30, meta["state_bytes"] / 3 / 2**30, meta["ram_bytes"] / 2**30,
+              meta["ranks"], meta["steps"], meta["pipeline"], meta["bench_dir"]))
+    if floor:
+        print("disk: read %.2f GB/s, write %.2f GB/s, mixed read+write %.2f GB/s "
+              "(O_DIRECT, 1 MiB, qd8; mean of the probes before and after the runs)" % (
+                  floor["read_Bps"] / 1e9, floor["write_Bps"] / 1e9, floor["mixed_Bps"] / 1e9))
+    hdr = "%-10s %-3s %-8s %9s %9s %9s %8s %8s %7s %7s %7s %7s  %s" % (
+        "setup", "rep", "init s", "update s", "backward", "cpu s", "disk rd", "disk wr",
+        "hit", "speedup", "bwd x", "/floor", "status")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in runs:
+        upd, bwd = r.get("update_mean_s"), r.get("backward_mean_s")
+        st = r.get("tierfs_stats") or {}
+        if r["setup"] == "baseline":
+            drd, dwr = r.get("bytes_read_per_step"), r.get("bytes_written_per_step")
+            hit = None
+        else:
+            # disk tier bytes in the last step's update phase (+ its backward for writes)
+            sb = r.get("tierfs_stats_backward") or {}
+            drd = stat_pick(st, "nvme0", "read")
+            dwr = stat_pick(st, "nvme0", "writ")
+            bw = stat_pick(sb, "nvme0", "writ")
+            if dwr is not None and bw is not None:
+                dwr += bw
+            hit = stat_pick(st, "hit", "ratio")
+            hits, misses = stat_pick(st, "hit"), stat_pick(st, "miss")
+            if hit is None and hits is not None and misses is not None and hits + misses > 0:
+                hit = hits / (hits + misses)
+        r["speedup"] = base_upd / upd if base_upd and upd else None
+        r["backward_speedup"] = base_bwd / bwd if base_bwd and bwd else None
+        r["ratio_to_floor"] = upd / floor["floor_s"] if floor and upd and floor["floor_s"] else None
+        r["hit_ratio"] = hit
+        f2 = lambda x, p="%.3f": "-" if x is None else p % x
+        print("%-10s %-3d %-8s %9s %9s %9s %8s %8s %7s %7s %7s %7s  %s" % (
+            r["setup"], r["rep"], f2(r.get("init_s"), "%.2f"), f2(upd), f2(bwd),
+            f2(mean(r.get("update_cpu_s") or [])), fmt_bytes(drd), fmt_bytes(dwr),
+            f2(hit, "%.3f"), f2(r["speedup"], "%.2fx"), f2(r["backward_speedup"], "%.2fx"),
+            f2(r["ratio_to_floor"], "%.2f"), r["status"]))
+    if floor:
+        pg = floor["pinned_gradients"]
+        print("floor (Belady, RAM %.2f GiB = %d blocks of %d): disk read %s + write %s per step "
+              "= %.3f s I/O, CPU %.3f s -> floor %.3f s; Belady hit ratio %.3f "
+              "(gradients pinned: read %s + write %s, hit %.3f)" % (
+                  floor["ram_bytes"] / 2**30, floor["ram_blocks"], floor["blocks"],
+                  fmt_bytes(floor["disk_read_bytes"]), fmt_bytes(floor["disk_write_bytes"]),
+                  floor["floor_io_s"], floor["update_cpu_s"], floor["floor_s"],
+                  floor["hit_ratio"], fmt_bytes(pg["disk_read_bytes"]),
+                  fmt_bytes(pg["disk_write_bytes"]), pg["hit_ratio"]))
+    if any(r["setup"] == "tierfs" for r in runs):
+        print("tierfs columns: disk rd/wr = tier nvme0 bytes in the last step (from .tierfs/stats), "
+              "hit = cache hit ratio there")
+    if two:
+        print("two tiers (%s): striped read %s vs sum of tiers %.2f GB/s -> %s  %s" % (
+            ", ".join(two.get("tiers", [])),
+            "-" if two.get("striped_read_Bps") is None else "%.2f GB/s" % (two["striped_read_Bps"] / 1e9),
+            two["sum_Bps"] / 1e9,
+            "-" if two.get("striped_read_Bps") is None else "%.0f%%" % (100 * two["striped_read_Bps"] / two["sum_Bps"]),
+            two.get("status", "")))
+    print("(update/backward: mean over steady steps 2..N; speedup vs the baseline mean; "
+          "bwd x = backward speedup; /floor = update time over the floor)")
+
+    tf_ok = [r for r in runs if r["setup"] == "tierfs" and r["status"] == "ok"]
+    summary = {
+        "meta": meta,
+        "baseline": {"update_s": base_upd, "backward_s": base_bwd},
+        "tierfs": {
+            "update_s": mean([r["update_mean_s"] for r in tf_ok]),
+            "backward_s": mean([r["backward_mean_s"] for r in tf_ok]),
+            "speedup": mean([r["speedup"] for r in tf_ok]),
+            "backward_speedup": mean([r["backward_speedup"] for r in tf_ok]),
+            "ratio_to_floor": mean([r["ratio_to_floor"] for r in tf_ok]),
+            "hit_ratio": mean([r["hit_ratio"] for r in tf_ok]),
+        } if tf_ok else None,
+        "floor": floor,
+        "two_tier": two,
+        "runs": [{k: v for k, v in r.items() if k != "replay"} for r in runs],
+    }
+    with open(os.path.join(d, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    # steps.dat: one gnuplot data block per run: step, update s, backward s
+    with open(os.path.join(d, "steps.dat"), "w") as f:
+        for r in runs:
+            if "update_s" not in r:
+                continue
+            f.write("# %s-%d\n" % (r["setup"], r["rep"]))
+            for i, (u, b) in enumerate(zip(r["update_s"], r["backward_s"])):
+                f.write("%d %.6f %.6f\n" % (i + 1, u, b))
+            f.write("\n\n")
+    with open(os.path.join(d, "steps.titles"), "w") as f:
+        f.write(" ".join("%s-%d" % (r["setup"], r["rep"]) for r in runs if "update_s" in r))
+    with open(os.path.join(d, "floor.val"), "w") as f:
+        f.write("%.6f" % (floor["floor_s"] if floor else 0))
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ("floor", "report"):
+        sys.stderr.write(__doc__)
+        return 2
+    if sys.argv[1] == "floor":
+        cmd_floor(sys.argv[2:])
+    else:
+        cmd_report(sys.argv[2:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+# tests/bench: the update-phase benchmark (issue 3). `make bench` runs
+# scripts/bench.sh, which drives these binaries:
+#   tierfs-replay        DeepSpeed ZeRO-Infinity swap I/O replay + disk probe
+#   tests/bench/passfs   a FUSE passthrough stand-in for the daemon, to test
+#                        bench.sh's mounted phases without tierfs
+#
+# -fno-math-errno lets gcc vectorise sqrtf in the replay's Adam pass, as
+# DeepSpeed's CPU Adam is vectorised; the pass should not be the bottleneck.
+
+MODULE_ALL += $(BUILD)/tierfs-replay $(BUILD)/tests/bench/passfs
+
+$(BUILD)/obj/tests/bench/%.o: tests/bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fno-math-errno -c $< -o $@
+
+$(BUILD)/tierfs-replay: $(BUILD)/obj/tests/bench/replay.o
+	$(CC) $(LDFLAGS) -o $@ $^ -laio -lm
+
+$(BUILD)/tests/bench/passfs: $(BUILD)/obj/tests/bench/passfs.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs fuse3)
+
+-include $(BUILD)/obj/tests/bench/replay.d $(BUILD)/obj/tests/bench/passfs.d
