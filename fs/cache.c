@@ -145,13 +145,50 @@ static bool evictable(const struct centry *e, bool allow_pinned)
 }
 
 /* The least recently used clean entry nobody holds, pinned ones last. */
-static struct centry *pick_victim(struct fs *fs)
+/* How many evictable entries the learned-order victim search looks at. */
+#define VICTIM_SCAN 512
+
+/* The entry to evict. Without a learned order: the least recently used
+ * clean entry nobody holds, pinned ones last. With one: among the most
+ * recently used candidates (on a repeating scan those are needed last), the
+ * one whose next read is farthest — Belady's choice — and only if that read
+ * comes after NEED_AT (UINT64_MAX: any). Lock held. */
+static struct centry *pick_victim_before(struct fs *fs, uint64_t need_at)
 {
+	if (fs->learned) {
+		for (int pass = 0; pass < 2; pass++) {
+			struct centry *best = NULL;
+			unsigned seen = 0;
+			for (struct centry *e = fs->lru_head; e && seen < VICTIM_SCAN;
+			     e = e->next) {
+				if (!evictable(e, pass == 1))
+					continue;
+				seen++;
+				if (!best || e->next_read > best->next_read)
+					best = e;
+				if (best->next_read == UINT64_MAX)
+					break;
+			}
+			if (best && (need_at == UINT64_MAX || best->next_read > need_at))
+				return best;
+			if (best && need_at != UINT64_MAX)
+				return NULL;
+		}
+		if (need_at != UINT64_MAX)
+			return NULL;
+	} else if (need_at != UINT64_MAX) {
+		return NULL;
+	}
 	for (int pass = 0; pass < 2; pass++)
 		for (struct centry *e = fs->lru_tail; e; e = e->prev)
 			if (evictable(e, pass == 1))
 				return e;
 	return NULL;
+}
+
+static struct centry *pick_victim(struct fs *fs)
+{
+	return pick_victim_before(fs, UINT64_MAX);
 }
 
 static bool any_flushable(struct fs *fs)
@@ -272,6 +309,10 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 				continue;
 			}
 			atomic_fetch_add(&fs->stats.hits, 1);
+			if (e->prefetched) {
+				e->prefetched = false;
+				atomic_fetch_add(&fs->stats.prefetch_hits, 1);
+			}
 			touch(fs, e);
 			e->refs++;
 			*out = e;
@@ -388,11 +429,14 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 		if (blen > len - got)
 			blen = len - got;
 		ents[i] = NULL;
+		engine_access(fs, in->ino, idx, false);
 		rc = entry_get(fs, in, idx, GET_READ, &ents[i]);
 		if (rc) {
 			n = i;
 			goto out;
 		}
+		if (ents[i])
+			ents[i]->next_read = engine_next_read(fs, in->ino, idx);
 		iov[i].iov_base = (char *)(ents[i] ? ents[i]->buf : fs->zero) + boff;
 		iov[i].iov_len = blen;
 		got += blen;
@@ -440,9 +484,11 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 			blen = len - done;
 		bool full = boff == 0 && blen == fs->bs;
 		struct centry *e;
+		engine_access(fs, in->ino, idx, true);
 		rc = entry_get(fs, in, idx, full ? GET_WRITE_FULL : GET_WRITE_PART, &e);
 		if (rc)
 			break;
+		e->next_read = engine_next_read(fs, in->ino, idx);
 		/* A block being written back must not change under the write:
 		 * its checksum is computed over what goes out. */
 		while (e->flushing)
@@ -560,6 +606,105 @@ uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes)
 		total += n;
 	}
 	return total;
+}
+
+/* ---- prefetch ----------------------------------------------------------- */
+
+struct prefetch_io {
+	struct tier_io io;
+	struct fs *fs;
+	struct centry *e;
+};
+
+static void prefetch_done(struct tier_io *io)
+{
+	struct prefetch_io *p = (struct prefetch_io *)io;
+	struct fs *fs = p->fs;
+	struct centry *e = p->e;
+	pthread_mutex_lock(&fs->lock);
+	e->refs--;
+	if (io->result) {
+		/* A demand read of this block will try again and report it. */
+		TFS_LOG("inode %llu block %llu: prefetch from tier %s slot %llu failed: %s",
+			(unsigned long long)e->inode->ino, (unsigned long long)e->idx,
+			tier_name(io->tier), (unsigned long long)io->slot, strerror(-io->result));
+		entry_drop(fs, e);
+	} else {
+		e->state = CE_VALID;
+		atomic_fetch_add(&fs->stats.prefetches, 1);
+	}
+	fs->prefetch_inflight--;
+	pthread_cond_broadcast(&fs->cond);
+	pthread_cond_signal(&fs->prefetch_cond);
+	pthread_mutex_unlock(&fs->lock);
+	free(p);
+}
+
+int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at)
+{
+	if (idx >= in->nblocks)
+		return 0;
+	struct blk *b = &in->blocks[idx];
+	if (b->ce || b->tier == TIER_NONE || b->csum == 0)
+		return 0;
+	struct prefetch_io *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	int64_t slot = tier_alloc(fs->tiers[fs->ram]);
+	if (slot < 0) {
+		struct centry *v = pick_victim_before(fs, need_at);
+		if (!v) {
+			free(p);
+			return 0; /* everything cached is needed sooner */
+		}
+		atomic_fetch_add(&fs->stats.evictions, 1);
+		entry_drop(fs, v);
+		slot = tier_alloc(fs->tiers[fs->ram]);
+		if (slot < 0) {
+			free(p);
+			return 0;
+		}
+	}
+	struct centry *e = calloc(1, sizeof(*e));
+	if (!e) {
+		tier_free(fs->tiers[fs->ram], (uint64_t)slot);
+		free(p);
+		return -ENOMEM;
+	}
+	e->slot = (uint64_t)slot;
+	e->buf = tier_ram_ptr(fs->tiers[fs->ram], (uint64_t)slot);
+	fs->ncached++;
+	e->inode = in;
+	e->idx = idx;
+	e->refs = 1; /* held by the read until it completes */
+	e->state = CE_LOADING;
+	e->prefetched = true;
+	e->pinned = in->home == fs->ram;
+	if (e->pinned)
+		fs->npinned++;
+	e->next_read = need_at;
+	e->stamp = ++fs->clock;
+	b->ce = e;
+	lru_push(fs, e);
+	fs->prefetch_inflight++;
+	p->fs = fs;
+	p->e = e;
+	p->io.op = TIER_OP_READ;
+	p->io.prio = TIER_PRIO_PREFETCH;
+	p->io.slot = b->slot;
+	p->io.csum = b->csum;
+	p->io.buf = e->buf;
+	p->io.done = prefetch_done;
+	struct tier *t = fs->tiers[b->tier];
+	pthread_mutex_unlock(&fs->lock);
+	int rc = tier_submit(t, &p->io);
+	if (rc) {
+		p->io.result = rc;
+		p->io.tier = t;
+		prefetch_done(&p->io);
+	}
+	pthread_mutex_lock(&fs->lock);
+	return rc ? rc : 1;
 }
 
 /* ---- write-back --------------------------------------------------------- */

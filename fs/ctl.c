@@ -331,6 +331,9 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 			     (unsigned long long)atomic_load(&fs->stats.evictions),
 			     (unsigned long long)atomic_load(&fs->stats.flushes),
 			     (unsigned long long)atomic_load(&fs->stats.flush_bytes));
+	char line[512];
+	if (!rc && engine_stats_text(fs, line, sizeof(line)) > 0)
+		rc = appendf(&b, &len, &cap, "%s", line);
 	if (rc) {
 		free(b);
 		return rc;

@@ -66,14 +66,18 @@ struct centry {
 	bool dirty;
 	bool flushing;		    /* a write-back is in flight: writers wait */
 	bool pinned;		    /* RAM is this block's home (rule or pin): evict last */
+	bool prefetched;	    /* loaded ahead of use, not yet used */
 	uint64_t stamp;		    /* last use, for LRU */
+	uint64_t next_read;	    /* predicted clock of its next read, UINT64_MAX unknown */
 	struct centry *prev, *next; /* LRU list, most recent at head */
 };
 
 struct fs_stats {
 	atomic_uint_fast64_t hits, misses, evictions, flushes, flush_bytes;
-	atomic_uint_fast64_t prefetches;
+	atomic_uint_fast64_t prefetches, prefetch_hits;
 };
+
+struct order;
 
 struct fs {
 	struct config conf;
@@ -112,6 +116,16 @@ struct fs {
 	bool stopping;
 	pthread_cond_t flusher_cond;
 
+	/* Learned access order (policy/order.h) and the prefetcher. The
+	 * learner is guarded by lock. */
+	struct order *order;
+	bool learned; /* order_learned(), cached under lock */
+	pthread_t prefetcher;
+	bool prefetcher_running;
+	pthread_cond_t prefetch_cond;
+	unsigned prefetch_inflight; /* guarded by lock */
+	unsigned prefetch_max;
+
 	struct fs_stats stats;
 	void *zero; /* one block of zeros, read-only replies for holes */
 };
@@ -149,6 +163,17 @@ int flusher_start(struct fs *fs);
 void flusher_stop(struct fs *fs);
 uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes /* [ntiers] */);
 int fs_block_tier(struct fs *fs, const struct blk *b);
+
+/* engine.c — learned order, eviction predictions, prefetch */
+int engine_init(struct fs *fs);
+void engine_stop(struct fs *fs);
+void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write); /* lock held */
+uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx);	   /* lock held */
+int engine_stats_text(struct fs *fs, char *buf, size_t size);
+/* cache.c, for the prefetcher: start loading block IDX of IN if it is not
+ * cached and a slot can be had without evicting anything needed before
+ * NEED_AT. Lock held. Returns 1 if started, 0 if not worth it, -errno. */
+int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at);
 
 /* ctl.c — the read-only .tierfs view */
 #define CTL_BASE  (1ULL << 62)

@@ -198,6 +198,7 @@ out_sig:
 out_se:
 	fuse_session_destroy(se);
 out_fs:
+	fuse_opt_free_args(&args); /* libfuse may have grown it */
 	fs_unmount_finish(&fs);
 	close(lockfd);
 	return ret;

@@ -227,13 +227,14 @@ int fs_mount_prepare(struct fs *fs)
 		return rc;
 	if (fs->conf.nstripe && (rc = stripe_init_config(&fs->stripe, &fs->conf)))
 		return rc;
-	if ((rc = cache_init(fs)))
+	if ((rc = cache_init(fs)) || (rc = flusher_start(fs)))
 		return rc;
-	return flusher_start(fs);
+	return engine_init(fs);
 }
 
 void fs_unmount_finish(struct fs *fs)
 {
+	engine_stop(fs);
 	flusher_stop(fs);
 	if (fs->meta) {
 		int rc = cache_flush_all(fs);

@@ -1,0 +1,152 @@
+/*
+ * fs/engine.c — the multi-path engine's brain on the daemon side: feeds every
+ * block access to the order learner (policy/order.c), turns its predictions
+ * into "when will this block be read next" for eviction, and runs the
+ * prefetcher that loads the blocks the learned order says come next.
+ *
+ * Training steps repeat the same block order, so once the learner has seen
+ * the cycle the cache can do what Belady's MIN does: evict the block whose
+ * next read is farthest away, and read ahead exactly what comes next. Until
+ * a cycle is learned (or after it breaks) the cache falls back to LRU and
+ * the prefetcher sleeps.
+ *
+ * Keys are ino << 24 | block index: 16 Mi blocks per file (16 TiB with 1 MiB
+ * blocks) and 2^40 inodes, which fits any optimizer state.
+ *
+ * Locking: the learner and every field used here are guarded by fs->lock.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/fs.h"
+#include "policy/order.h"
+
+#define KEY_IDX_BITS 24
+
+static uint64_t key_of(uint64_t ino, uint64_t idx)
+{
+	return ino << KEY_IDX_BITS | (idx & ((1u << KEY_IDX_BITS) - 1));
+}
+
+void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
+{
+	if (!fs->order || idx >> KEY_IDX_BITS)
+		return;
+	order_access(fs->order, key_of(ino, idx), write);
+	bool learned = order_learned(fs->order);
+	if (learned != fs->learned) {
+		fs->learned = learned;
+		if (learned)
+			TFS_LOG("learned the access order: a cycle of %zu block accesses",
+				order_cycle_len(fs->order));
+		else
+			TFS_LOG("the access order changed: back to LRU until it is relearned");
+	}
+	if (learned && fs->prefetcher_running)
+		pthread_cond_signal(&fs->prefetch_cond);
+}
+
+uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx)
+{
+	if (!fs->learned || idx >> KEY_IDX_BITS)
+		return UINT64_MAX;
+	uint64_t d = order_next_read(fs->order, key_of(ino, idx));
+	return d == UINT64_MAX ? UINT64_MAX : fs->clock + d;
+}
+
+static void *prefetcher_main(void *arg)
+{
+	struct fs *fs = arg;
+	unsigned depth = fs->conf.prefetch_depth;
+	uint64_t *keys = calloc(depth, sizeof(*keys));
+	if (!keys) {
+		TFS_LOG("prefetch: out of memory, prefetch disabled");
+		return NULL;
+	}
+	pthread_mutex_lock(&fs->lock);
+	while (!fs->stopping) {
+		pthread_cond_wait(&fs->prefetch_cond, &fs->lock);
+		if (fs->stopping || !fs->learned)
+			continue;
+		size_t n = order_upcoming(fs->order, depth, keys);
+		for (size_t i = 0; i < n && fs->prefetch_inflight < fs->prefetch_max; i++) {
+			struct inode *in = fs_inode_find(fs, keys[i] >> KEY_IDX_BITS);
+			if (!in || fs_inode_load_map(fs, in))
+				continue;
+			uint64_t idx = keys[i] & ((1u << KEY_IDX_BITS) - 1);
+			int rc = cache_prefetch(fs, in, idx, fs->clock + i);
+			if (rc < 0)
+				break;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	free(keys);
+	return NULL;
+}
+
+int engine_init(struct fs *fs)
+{
+	if (!fs->conf.learn)
+		return 0;
+	int rc = order_create(NULL, &fs->order);
+	if (rc) {
+		TFS_LOG("order learner: %s", strerror(-rc));
+		return rc;
+	}
+	pthread_cond_init(&fs->prefetch_cond, NULL);
+	if (!fs->conf.prefetch_depth || !fs->stripe.n)
+		return 0;
+	/* Prefetch may use the queue depth of every persistent tier, which
+	 * the scheduler serves after demand reads. */
+	for (int i = 0; i < fs->conf.ntiers; i++)
+		if (fs->conf.tiers[i].persistent)
+			fs->prefetch_max += fs->conf.tiers[i].queue_depth;
+	rc = pthread_create(&fs->prefetcher, NULL, prefetcher_main, fs);
+	if (rc)
+		return -rc;
+	fs->prefetcher_running = true;
+	return 0;
+}
+
+void engine_stop(struct fs *fs)
+{
+	if (fs->prefetcher_running) {
+		pthread_mutex_lock(&fs->lock);
+		fs->stopping = true;
+		pthread_cond_signal(&fs->prefetch_cond);
+		pthread_mutex_unlock(&fs->lock);
+		pthread_join(fs->prefetcher, NULL);
+		fs->prefetcher_running = false;
+		pthread_mutex_lock(&fs->lock);
+		while (fs->prefetch_inflight)
+			pthread_cond_wait(&fs->cond, &fs->lock);
+		pthread_mutex_unlock(&fs->lock);
+	}
+	if (fs->order) {
+		order_destroy(fs->order);
+		fs->order = NULL;
+	}
+}
+
+int engine_stats_text(struct fs *fs, char *buf, size_t size)
+{
+	struct order_stats s = {0};
+	pthread_mutex_lock(&fs->lock);
+	if (fs->order)
+		order_get_stats(fs->order, &s);
+	pthread_mutex_unlock(&fs->lock);
+	double pred =
+	    s.learned_accesses ? (double)s.predicted_hits / (double)s.learned_accesses : 0;
+	int n = snprintf(buf, size,
+			 "order enabled=%s learned=%s cycle=%zu accesses=%llu "
+			 "predicted_ratio=%.4f learns=%llu relearns=%llu prefetches=%llu "
+			 "prefetch_hits=%llu\n",
+			 fs->order ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len,
+			 (unsigned long long)s.accesses, pred, (unsigned long long)s.learns,
+			 (unsigned long long)s.relearns,
+			 (unsigned long long)atomic_load(&fs->stats.prefetches),
+			 (unsigned long long)atomic_load(&fs->stats.prefetch_hits));
+	return n < 0 || (size_t)n >= size ? -ENOSPC : n;
+}
