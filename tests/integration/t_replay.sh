@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The DeepSpeed update-phase replay (build/tierfs-replay) on a real mount,
+# with every byte checked after several steps:
+#   - the RAM tier smaller than one sub-group (memory pressure: every step
+#     must evict, write back and re-read without a stale or lost block);
+#   - the gradient rule on (gradients live in RAM, persistent = no);
+#   - the order learner sees a repeating pattern, then the pattern changes
+#     (other sub-group size and rank count) and the data stays right;
+#   - a remount keeps the last step's state (re-verified).
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+require_tierfs
+REPLAY=$(dirname "$TIERFS_BIN")/tierfs-replay
+[ -x "$REPLAY" ] || { echo "# SKIP: $REPLAY not built"; exit 77; }
+
+mkdir -p "$T/nvme0" "$T/meta"
+conf() { # RAM_SIZE
+	cat <<CONF
+[mount]
+metadata = $T/meta
+block_size = 1M
+
+[tier ram]
+type = ram
+capacity = $1
+
+[tier nvme0]
+type = posix
+path = $T/nvme0
+capacity = 4G
+
+[policy]
+stripe = nvme0
+
+[rule gradients]
+match = *_gradient_*.tensor.swp
+tier = ram
+persistent = no
+CONF
+}
+
+# 1. RAM (64 MiB) smaller than one sub-group (96 MiB of param+m+v + 32 MiB
+#    of gradients): 4 steps, every file verified.
+conf 64M >"$T/small.conf"
+mount_fs "$T/small.conf" || { fail "mount"; tap_exit; exit 1; }
+check "RAM < one sub-group: 4 steps, content verified" \
+	"$REPLAY" --dir "$MNT" --state-size 384M --subgroup-size 8M --steps 4 --verify
+stats=$(cat "$MNT/.tierfs/stats")
+echo "$stats" | sed 's/^/# /'
+echo "$stats" | grep -qE '^cache .*evictions=[1-9]' && ok "memory pressure really evicted blocks" ||
+	fail "no eviction happened: the test did not exercise pressure"
+echo "$stats" | grep -qE '^tier nvme0 .*bytes_read=[1-9]' && ok "blocks were re-read from disk" ||
+	fail "nothing was read back from nvme0"
+check "unmount clean" umount_fs
+
+# 2. The cycle repeats: the learner locks on; then the pattern changes.
+conf 256M >"$T/big.conf"
+rm -rf "$T/meta" "$T/nvme0"; mkdir -p "$T/meta" "$T/nvme0"
+mount_fs "$T/big.conf" || { fail "mount"; tap_exit; exit 1; }
+check "repeating pattern: 8 steps, content verified" \
+	"$REPLAY" --dir "$MNT" --state-size 192M --subgroup-size 2M --steps 8 --verify
+grep '^order' "$MNT/.tierfs/stats" | sed 's/^/# /'
+grep -qE '^order .*learned=yes' "$MNT/.tierfs/stats" && ok "the access order was learned" ||
+	fail "the access order was not learned after 8 identical steps"
+check "pattern changed (2 ranks, other sub-groups): content verified" \
+	"$REPLAY" --dir "$MNT" --state-size 128M --subgroup-size 3M --ranks 2 --steps 3 --verify
+check "unmount clean" umount_fs
+mount_fs "$T/big.conf" || { fail "remount"; tap_exit; exit 1; }
+check "after remount: the last step's param/exp_avg/exp_avg_sq intact" \
+	"$REPLAY" --dir "$MNT" --state-size 128M --subgroup-size 3M --ranks 2 --steps 3 --verify-state-only
+check "unmount clean" umount_fs
+tap_exit
