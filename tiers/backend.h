@@ -3,9 +3,10 @@
  * generic tier layer (tier.c) that backends may use. Private to tiers/.
  *
  * tier.c owns everything common to every kind (validation, slot bitmap,
- * checksums, stats, bandwidth cap, blocking wrapper); a backend only moves
- * whole blocks between io->buf and its slot and reports the result through
- * tier_io_complete().
+ * checksums, stats, blocking wrapper); a backend moves whole blocks between
+ * io->buf and its slot, schedules them (queue_depth, priority, the
+ * max_bandwidth cap; posix uses sched.h) without blocking the submitter, and
+ * reports each result through tier_io_complete().
  */
 #ifndef TIERFS_TIER_BACKEND_H
 #define TIERFS_TIER_BACKEND_H
@@ -44,7 +45,7 @@ struct tier {
 	uint32_t block_size;
 	uint64_t slots_total;
 	unsigned queue_depth;
-	uint64_t max_bandwidth;
+	uint64_t max_bandwidth; /* bytes/s, 0 = none; applied by the backend */
 	const struct tier_backend *be;
 	void *be_priv;
 	bool direct; /* set by the posix backend's open */
@@ -57,11 +58,6 @@ struct tier {
 	uint64_t outstanding;
 	pthread_mutex_t idle_lock;
 	pthread_cond_t idle_cond;
-
-	/* Bandwidth cap: the time the next submission may start (guarded by
-	 * bw_lock). */
-	pthread_mutex_t bw_lock;
-	uint64_t bw_next_ns;
 };
 
 /* Report an I/O's result (0 or -errno): verifies read checksums, fills

@@ -6,14 +6,20 @@
  * preallocated slab never allocates extents on the write path.
  *
  * I/O goes through one io_uring per tier with O_DIRECT when the file system
- * allows it. In-flight I/O is bounded by queue_depth; extra requests wait in
- * a FIFO and are issued as completions free room. One completion thread
- * reaps the ring and reports results through tier_io_complete().
+ * allows it. Every request goes through the tier's scheduler (sched.h):
+ * in-flight I/O is bounded by queue_depth, waiting requests are served by
+ * priority (demand > reclaim > prefetch > write-back, with aging), and an
+ * optional max_bandwidth cap paces dispatch. tier_submit never blocks on the
+ * device or the cap: a request that cannot start waits in the scheduler and
+ * is issued by a later completion, or by a ring timer when only the cap
+ * holds it back. One completion thread reaps the ring and reports results
+ * through tier_io_complete().
  *
  * A tier.info file records the layout (block and slab size) so a remount
  * with a different block size is refused instead of reading garbage.
  */
 #include "tiers/backend.h"
+#include "tiers/sched.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +37,8 @@
 #define PROBE_NAME	  ".odirect-probe"
 /* user_data of the NOP that tells the completion thread to exit. */
 #define STOP_TOKEN UINT64_MAX
+/* user_data of the ring timeout that resumes a queue held by the cap. */
+#define TIMER_TOKEN (UINT64_MAX - 1)
 
 struct posix_tier {
 	/* Immutable after open. */
@@ -47,12 +55,15 @@ struct posix_tier {
 	int *fds;
 	pthread_mutex_t slab_lock;
 
-	/* sq_lock guards the submission side of ring, inflight and the FIFO.
-	 * The completion side is touched only by cq_thread. */
+	/* sq_lock guards the submission side of ring, sched, timer_armed and
+	 * timer_ts. The completion side is touched only by cq_thread. */
 	struct io_uring ring;
 	pthread_mutex_t sq_lock;
-	unsigned inflight;
-	struct tier_io *fifo_head, *fifo_tail;
+	struct sched sched;
+	/* A TIMER_TOKEN timeout is pending in the ring: at most one, so a
+	 * throttled queue does not pile up timers. */
+	bool timer_armed;
+	struct __kernel_timespec timer_ts;
 	pthread_t cq_thread;
 };
 
@@ -288,6 +299,70 @@ static int issue(struct posix_tier *pt, struct tier_io *io)
 	return 0;
 }
 
+/* Ask the ring to wake the completion thread after wait_ns, when the cap
+ * allows the next dispatch. sq_lock held. */
+static void arm_timer(struct posix_tier *pt, uint64_t wait_ns)
+{
+	if (pt->timer_armed)
+		return;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&pt->ring);
+	if (!sqe) {
+		/* Cannot happen: in-flight + timer + stop < ring entries. The
+		 * next submission or completion dispatches again. */
+		tier_log(pt->t, "cannot arm the bandwidth timer: submission ring full");
+		return;
+	}
+	pt->timer_ts.tv_sec = (long long)(wait_ns / 1000000000ULL);
+	pt->timer_ts.tv_nsec = (long long)(wait_ns % 1000000000ULL);
+	io_uring_prep_timeout(sqe, &pt->timer_ts, 0, 0);
+	io_uring_sqe_set_data64(sqe, TIMER_TOKEN);
+	int rc;
+	do
+		rc = io_uring_submit(&pt->ring);
+	while (rc == -EINTR);
+	if (rc < 0) {
+		tier_log(pt->t, "cannot arm the bandwidth timer: io_uring_submit failed: %s",
+			 strerror(-rc));
+		return;
+	}
+	pt->timer_armed = true;
+}
+
+/* Issue what the scheduler allows now. sq_lock held. Returns the I/Os that
+ * could not be issued (linked through next, io->result = -errno): the
+ * caller completes them once sq_lock is released, since completion
+ * callbacks may submit again. */
+static struct tier_io *dispatch(struct posix_tier *pt)
+{
+	struct tier_io *failed = NULL;
+	for (;;) {
+		uint64_t wait_ns = 0;
+		struct tier_io *io = sched_pop(&pt->sched, tier_now_ns(), &wait_ns);
+		if (!io) {
+			if (wait_ns)
+				arm_timer(pt, wait_ns);
+			break;
+		}
+		int rc = issue(pt, io);
+		if (rc) {
+			sched_done(&pt->sched);
+			io->result = rc;
+			io->next = failed;
+			failed = io;
+		}
+	}
+	return failed;
+}
+
+static void complete_failed(struct tier_io *failed)
+{
+	while (failed) {
+		struct tier_io *q = failed;
+		failed = q->next;
+		tier_io_complete(q, q->result);
+	}
+}
+
 static int posix_submit(struct tier *t, struct tier_io *io)
 {
 	struct posix_tier *pt = t->be_priv;
@@ -303,20 +378,13 @@ static int posix_submit(struct tier *t, struct tier_io *io)
 		return rc;
 	io->result = 0; /* bytes moved so far, until completion */
 	pthread_mutex_lock(&pt->sq_lock);
-	if (pt->inflight < t->queue_depth) {
-		rc = issue(pt, io);
-		if (rc == 0)
-			pt->inflight++;
-	} else {
-		io->next = NULL;
-		if (pt->fifo_tail)
-			pt->fifo_tail->next = io;
-		else
-			pt->fifo_head = io;
-		pt->fifo_tail = io;
-	}
+	sched_push(&pt->sched, io);
+	struct tier_io *failed = dispatch(pt);
 	pthread_mutex_unlock(&pt->sq_lock);
-	return rc;
+	/* Accepted: even a failure to issue (io or another one) is reported
+	 * through done(). */
+	complete_failed(failed);
+	return 0;
 }
 
 /* io is done (err 0 or -errno): free its in-flight place, start queued
@@ -324,30 +392,22 @@ static int posix_submit(struct tier *t, struct tier_io *io)
  * may submit again. */
 static void finish(struct posix_tier *pt, struct tier_io *io, int err)
 {
-	struct tier_io *failed = NULL;
 	pthread_mutex_lock(&pt->sq_lock);
-	pt->inflight--;
-	while (pt->inflight < pt->t->queue_depth && pt->fifo_head) {
-		struct tier_io *q = pt->fifo_head;
-		pt->fifo_head = q->next;
-		if (!pt->fifo_head)
-			pt->fifo_tail = NULL;
-		int rc = issue(pt, q);
-		if (rc == 0) {
-			pt->inflight++;
-		} else {
-			q->result = rc;
-			q->next = failed;
-			failed = q;
-		}
-	}
+	sched_done(&pt->sched);
+	struct tier_io *failed = dispatch(pt);
 	pthread_mutex_unlock(&pt->sq_lock);
 	tier_io_complete(io, err);
-	while (failed) {
-		struct tier_io *q = failed;
-		failed = q->next;
-		tier_io_complete(q, q->result);
-	}
+	complete_failed(failed);
+}
+
+/* The cap's wait is over: dispatch what it held back. */
+static void timer_fired(struct posix_tier *pt)
+{
+	pthread_mutex_lock(&pt->sq_lock);
+	pt->timer_armed = false;
+	struct tier_io *failed = dispatch(pt);
+	pthread_mutex_unlock(&pt->sq_lock);
+	complete_failed(failed);
 }
 
 static void handle_cqe(struct posix_tier *pt, struct tier_io *io, int res)
@@ -401,6 +461,11 @@ static void *completion_thread(void *arg)
 		io_uring_cqe_seen(&pt->ring, cqe);
 		if (ud == STOP_TOKEN)
 			break;
+		if (ud == TIMER_TOKEN) {
+			/* res is -ETIME: the timeout expired, as asked. */
+			timer_fired(pt);
+			continue;
+		}
 		handle_cqe(pt, (struct tier_io *)(uintptr_t)ud, res);
 	}
 	return NULL;
@@ -507,6 +572,17 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 	if (rc)
 		goto fail;
 
+	struct sched_params sp = {
+	    .limit = t->queue_depth,
+	    .max_bandwidth = t->max_bandwidth,
+	    .io_bytes = t->block_size,
+	};
+	rc = sched_init(&pt->sched, &sp);
+	if (rc) {
+		tier_log(t, "invalid scheduler parameters (queue depth %u)", t->queue_depth);
+		goto fail;
+	}
+	/* Room for queue_depth I/Os, the cap's timer and the stop NOP. */
 	unsigned entries = 2 * t->queue_depth;
 	if (entries < 8)
 		entries = 8;

@@ -1,7 +1,10 @@
 /*
  * tiers/tier.c — the generic tier layer: dispatch to a backend by kind, slot
- * allocation, the per-block checksum codec, stats, the bandwidth cap and the
- * blocking tier_rw wrapper. Backends (ram.c, posix.c) only move blocks.
+ * allocation, the per-block checksum codec, stats and the blocking tier_rw
+ * wrapper. Backends (ram.c, posix.c) only move blocks; scheduling (priority,
+ * in-flight bound, max_bandwidth) is the backend's, through sched.h, because
+ * only the backend knows when the device has room: pacing here would block
+ * the submitter (the flusher, or a completion callback).
  */
 #include "tiers/backend.h"
 
@@ -95,7 +98,8 @@ int tier_open(const struct tier_params *p, struct tier **out)
 	t->be = be;
 	pthread_mutex_init(&t->idle_lock, NULL);
 	pthread_cond_init(&t->idle_cond, NULL);
-	pthread_mutex_init(&t->bw_lock, NULL);
+	if (p->kind == TIER_RAM && p->max_bandwidth)
+		tier_log(t, "max_bandwidth is ignored on a RAM tier");
 	int rc = bitmap_init(&t->slots, slots);
 	if (rc) {
 		tier_log(t, "cannot allocate the slot bitmap for %" PRIu64 " slots", slots);
@@ -110,7 +114,6 @@ fail:
 	bitmap_destroy(&t->slots);
 	pthread_mutex_destroy(&t->idle_lock);
 	pthread_cond_destroy(&t->idle_cond);
-	pthread_mutex_destroy(&t->bw_lock);
 	free(t);
 	return rc;
 }
@@ -127,27 +130,7 @@ void tier_close(struct tier *t)
 	bitmap_destroy(&t->slots);
 	pthread_mutex_destroy(&t->idle_lock);
 	pthread_cond_destroy(&t->idle_cond);
-	pthread_mutex_destroy(&t->bw_lock);
 	free(t);
-}
-
-/* Token bucket with a zero-size bucket: each block reserves its transfer
- * time on a virtual clock, and the submitter sleeps until its turn. */
-static void bandwidth_wait(struct tier *t)
-{
-	uint64_t cost = (uint64_t)t->block_size * 1000000000ULL / t->max_bandwidth;
-	uint64_t now = tier_now_ns();
-	pthread_mutex_lock(&t->bw_lock);
-	uint64_t start = t->bw_next_ns > now ? t->bw_next_ns : now;
-	t->bw_next_ns = start + cost;
-	pthread_mutex_unlock(&t->bw_lock);
-	if (start > now) {
-		uint64_t d = start - now;
-		struct timespec ts = {.tv_sec = (time_t)(d / 1000000000ULL),
-				      .tv_nsec = (long)(d % 1000000000ULL)};
-		while (nanosleep(&ts, &ts) && errno == EINTR)
-			;
-	}
 }
 
 /* Drop one outstanding I/O. The last one is dropped under idle_lock: were it
@@ -176,8 +159,6 @@ int tier_submit(struct tier *t, struct tier_io *io)
 			 t->slots_total);
 		return -ERANGE;
 	}
-	if (t->max_bandwidth)
-		bandwidth_wait(t);
 	io->tier = t;
 	io->next = NULL;
 	io->result = 0;
