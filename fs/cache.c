@@ -1110,24 +1110,52 @@ static void *flusher_main(void *arg)
 				break;
 			reclaim = fs->reclaim_waiters > 0;
 		}
-		/* Oldest first, a bounded batch, so demand I/O is never starved. */
+		/* Keep up to the tiers' queue depth of write-backs in flight. The
+		 * order: oldest first (LRU); once the access order is learned,
+		 * newest first: on a repeating step the block written last is read
+		 * last, so it is the one to send to disk and evict (Belady), and
+		 * the dirty blocks left are those needed soonest. Without memory
+		 * pressure only a trickle of `max` goes out per period. */
 		unsigned started = 0;
 		unsigned max = 0;
 		for (int i = 0; i < fs->conf.ntiers; i++)
-			max += fs->conf.tiers[i].queue_depth;
-		for (struct centry *e = fs->lru_tail; e && started < max;) {
-			struct centry *prev = e->prev;
-			if (bg_candidate(e, reclaim)) {
-				if (flush_start(fs, e, &batch,
-						reclaim ? TIER_PRIO_RECLAIM : TIER_PRIO_WRITEBACK))
-					break;
-				started++;
-				/* The lock was dropped: the list may have changed. */
-				prev = fs->lru_tail;
-				if (started && prev == e)
-					prev = e->prev;
+			if (tier_persistent(fs->tiers[i]))
+				max += fs->conf.tiers[i].queue_depth;
+		bool mru = fs->learned;
+		struct centry *e = mru ? fs->lru_head : fs->lru_tail;
+		while (e && !fs->stopping) {
+			if (!bg_candidate(e, reclaim)) {
+				e = mru ? e->next : e->prev;
+				continue;
 			}
-			e = prev;
+			reclaim = fs->reclaim_waiters > 0;
+			if (started >= max && !reclaim && fs->ndirty <= fs->dirty_limit)
+				break;
+			if (batch.inflight >= max) {
+				e->refs++; /* keeps e in place while waiting */
+				while (batch.inflight >= max)
+					pthread_cond_wait(&fs->cond, &fs->lock);
+				entry_put(fs, e);
+				continue;
+			}
+			struct centry *nx = mru ? e->next : e->prev;
+			if (nx)
+				nx->refs++;
+			int rc = flush_start(fs, e, &batch,
+					     reclaim ? TIER_PRIO_RECLAIM : TIER_PRIO_WRITEBACK);
+			if (nx)
+				entry_put(fs, nx);
+			if (rc)
+				break;
+			if (++started % 256 == 0 && nx) {
+				/* Long rounds commit as they go. */
+				nx->refs++;
+				pthread_mutex_unlock(&fs->lock);
+				cache_commit(fs);
+				pthread_mutex_lock(&fs->lock);
+				entry_put(fs, nx);
+			}
+			e = nx;
 		}
 		batch_wait(fs, &batch);
 		pthread_mutex_unlock(&fs->lock);
