@@ -493,6 +493,17 @@ static int cmd_bench(struct args *a)
 	       bound / 1e6, pps / bound, bound * 16 / 12 / 1e6, pps / (bound * 16 / 12));
 	for (int i = 0; i < 4; i++)
 		free(x[i]);
+	if (tu_cuda_probe(NULL) == 0) {
+		double kt = tu_cuda_bench_kernel(n, 20);
+		if (kt > 0)
+			printf("cuda kernel alone: %.1f Mparams/s = %.1f GB/s at 28 B/param "
+			       "(compare with the GPU's HBM bandwidth)\n",
+			       20.0 * (double)n / kt / 1e6, 20.0 * (double)n * 28 / kt / 1e9);
+	} else {
+		const char *why = "";
+		tu_cuda_probe(&why);
+		printf("cuda: skipped (%s)\n", why);
+	}
 
 	/* Pipeline: native layout, 8 sub-groups. */
 	char dirbuf[256];

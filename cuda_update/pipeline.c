@@ -483,9 +483,9 @@ int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn ste
 #define JOB_SG(j)                                                                                  \
 	((c->o.order == TU_ORDER_ALTERNATING && ((j) / n) % 2) ? n - 1 - (int)((j) % n)            \
 							       : (int)((j) % n))
-	struct slot *cur = acquire(c, JOB_SG(0));
 	double t_step = now(), compute = 0;
 	uint64_t r0 = c->bytes_read, w0 = c->bytes_written;
+	struct slot *cur = acquire(c, JOB_SG(0));
 	for (long j = 0; j < total && cur; j++) {
 		int sg = JOB_SG(j);
 		long si = j / n;

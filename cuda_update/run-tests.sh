@@ -90,6 +90,14 @@ check "header step persists" 0 '^step 4: ' "$U" step "$D" --steps 2
 check "missing directory exits 2 naming it" 2 "$TMP/nope.*No such file" "$U" step "$TMP/nope" --steps 1
 truncate -s 100 "$D/sg-00002.grad"
 check "mis-sized file: name, found, expected" 2 'sg-00002.grad: size 100 bytes, expected 5200' "$U" step "$D" --steps 1
+if [[ $B == *-san ]]; then
+	tap ok "cli: out of memory is reported" "SKIP ASan reserves more address space than ulimit -v allows"
+else
+	"$U" init "$TMP/big" --params 3M --subgroup 3M >/dev/null
+	check "out of memory is reported" 2 'out of memory: 3 buffers of 40.1 MiB' \
+		bash -c "ulimit -v 100000; exec \"$U\" step \"$TMP/big\" --steps 1"
+	rm -rf "$TMP/big"
+fi
 check "init deepspeed" 0 'deepspeed' "$U" init "$TMP/ds" --params 10007 --subgroup 5000 --layout deepspeed
 check "step deepspeed" 0 '^step 7: 3 sub-groups' "$U" step "$TMP/ds" --layout deepspeed --steps 1 --first-step 7
 if grep -q 'nvcc was not found\|sanitizer build' <<<"$("$U" step "$TMP/ds" --layout deepspeed --steps 1 --device cuda 2>&1)"; then
