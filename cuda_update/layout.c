@@ -126,9 +126,9 @@ static int scan_native(const char *dir, struct tu_layout_info *li, char *msg, si
 		s->v_off = s->m_off + 4 * h.numel;
 		s->g_off = up(s->v_off + 4 * h.numel);
 		s->buf_bytes = up(s->g_off + 2 * h.numel);
-		s->seg[0] = (struct tu_seg){strdup(path), TU_HDR_BYTES + 12 * h.numel, 0, 1};
+		s->seg[0] = (struct tu_seg){strdup(path), TU_HDR_BYTES + 12 * h.numel, 0, 1, 0};
 		snprintf(path, sizeof(path), "%s/sg-%05d.grad", dir, i);
-		s->seg[1] = (struct tu_seg){strdup(path), 2 * h.numel, s->g_off, 0};
+		s->seg[1] = (struct tu_seg){strdup(path), 2 * h.numel, s->g_off, 0, 0};
 		if (!s->seg[0].path || !s->seg[1].path)
 			return fail(msg, len, -ENOMEM, "out of memory");
 		if ((rc = check_size(path, 2 * h.numel, msg, len)))
@@ -299,8 +299,8 @@ static int scan_deepspeed(const char *dir, int rank, struct tu_layout_info *li, 
 			}
 			if (k >= 3)
 				covered += x->n;
-			s->seg[k] = (struct tu_seg){strdup(path), want,
-						    k < 3 ? offs[k] : s->g_off + 4 * x->off, k < 3};
+			s->seg[k] = (struct tu_seg){
+			    strdup(path), want, k < 3 ? offs[k] : s->g_off + 4 * x->off, k < 3, 0};
 			if (!s->seg[k].path) {
 				rc = fail(msg, len, -ENOMEM, "out of memory");
 				goto out;

@@ -11,6 +11,8 @@
  *                   sub-group index and count.
  *   sg-NNNNN.grad   numel gradients in bf16 or fp16 (header's grad_dtype),
  *                   size exactly 2*numel; read-only for the updater.
+ *   sg-NNNNN.param16  optional output (--param-copy): the updated params in
+ *                   bf16 or fp16, 2*numel bytes, written after every update.
  * DeepSpeed layout: DIR/zero_stage_3/optimizer/rankR/{id}.tensor.swp,
  *   exp_avg-{id}.tensor.swp, exp_avg_sq-{id}.tensor.swp (numel*4 B each) and
  *   {id}_gradient_{offset}_{numel}.tensor.swp (fp32) tiling [0, numel).
@@ -44,6 +46,7 @@ struct tu_seg {
 	uint64_t bytes;
 	uint64_t buf_off; /* TU_ALIGN aligned for the first segment of each array */
 	int write_back;	  /* state is written back; gradients are not */
+	int no_read;	  /* output only (the half-precision param copy) */
 };
 
 struct tu_subgroup {
@@ -51,7 +54,7 @@ struct tu_subgroup {
 	int nseg;
 	struct tu_seg *seg;
 	/* Offsets of the arrays inside the slot buffer. */
-	uint64_t p_off, m_off, v_off, g_off, hdr_off;
+	uint64_t p_off, m_off, v_off, g_off, hdr_off, copy_off;
 	enum tu_dtype grad_dtype;
 	uint64_t buf_bytes;
 	char *name; /* for messages: ds_id or sg-NNNNN */

@@ -70,6 +70,8 @@ static const char usage[] =
     "  --isa I             auto (default), scalar, avx2 or avx512\n"
     "  --rank R            DeepSpeed rank directory (default 0)\n"
     "  --buffered          never use O_DIRECT\n"
+    "  --param-copy T      native layout: also write the updated params as bf16 or\n"
+    "                      fp16 to DIR/sg-NNNNN.param16 (for the next forward pass)\n"
     "\n"
     "bench measures CPU Adam throughput against a STREAM-triad bandwidth measured\n"
     "in the same run (bound: bandwidth / 28 B per param), and the pipeline's\n"
@@ -149,6 +151,7 @@ enum {
 	O_ISA,
 	O_BUFFERED,
 	O_DIR,
+	O_PARAM_COPY,
 	O_HELP,
 };
 
@@ -174,6 +177,7 @@ static const struct option longopts[] = {
     {"isa", required_argument, 0, O_ISA},
     {"buffered", no_argument, 0, O_BUFFERED},
     {"dir", required_argument, 0, O_DIR},
+    {"param-copy", required_argument, 0, O_PARAM_COPY},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -297,6 +301,14 @@ static void parse(int argc, char **argv, struct args *a)
 			break;
 		case O_DIR:
 			a->bench_dir = optarg;
+			break;
+		case O_PARAM_COPY:
+			if (!strcmp(optarg, "bf16"))
+				a->o.param_copy = TU_BF16;
+			else if (!strcmp(optarg, "fp16"))
+				a->o.param_copy = TU_F16;
+			else
+				die("--param-copy: '%s': expected bf16 or fp16", optarg);
 			break;
 		case 'h':
 		case O_HELP:

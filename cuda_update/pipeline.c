@@ -143,6 +143,32 @@ void tu_close(struct tu_ctx *c)
 	free(c);
 }
 
+/* Adds the output-only half-precision param file to every sub-group. */
+static int add_param_copy(struct tu_ctx *c)
+{
+	if (c->o.layout != TU_LAYOUT_NATIVE)
+		return set_err(c, -EINVAL, "--param-copy needs the native layout");
+	if (c->o.param_copy != TU_BF16 && c->o.param_copy != TU_F16)
+		return set_err(c, -EINVAL, "--param-copy: bf16 or fp16 only");
+	c->li.max_buf_bytes = 0;
+	for (int i = 0; i < c->li.nsub; i++) {
+		struct tu_subgroup *g = &c->li.sub[i];
+		struct tu_seg *ns = realloc(g->seg, (size_t)(g->nseg + 1) * sizeof(*ns));
+		if (!ns)
+			return set_err(c, -ENOMEM, "out of memory");
+		g->seg = ns;
+		g->copy_off = g->buf_bytes; /* buf_bytes is TU_ALIGN aligned */
+		g->buf_bytes += (2 * g->numel + TU_ALIGN - 1) & ~(uint64_t)(TU_ALIGN - 1);
+		char *path;
+		if (asprintf(&path, "%s/%s.param16", c->dir, g->name) < 0)
+			return set_err(c, -ENOMEM, "out of memory");
+		g->seg[g->nseg++] = (struct tu_seg){path, 2 * g->numel, g->copy_off, 1, 1};
+		if (g->buf_bytes > c->li.max_buf_bytes)
+			c->li.max_buf_bytes = g->buf_bytes;
+	}
+	return 0;
+}
+
 int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o)
 {
 	struct tu_ctx *c = calloc(1, sizeof(*c));
@@ -156,6 +182,8 @@ int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o)
 	int rc = tu_layout_scan(dir, o->layout, o->rank, &c->li, c->msg, sizeof(c->msg));
 	if (rc)
 		return c->err = rc;
+	if (o->param_copy != TU_F32 && (rc = add_param_copy(c)))
+		return rc;
 	if (o->layout == TU_LAYOUT_NATIVE)
 		c->base_step = o->first_step ? o->first_step - 1 : c->li.native_step;
 	else
@@ -236,7 +264,7 @@ static int open_buffered(struct tu_ctx *c, struct fileio *f)
 {
 	if (f->fd_buf >= 0)
 		return 0;
-	f->fd_buf = open(f->path, (f->write ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+	f->fd_buf = open(f->path, (f->write ? O_WRONLY | O_CREAT : O_RDONLY) | O_CLOEXEC, 0600);
 	if (f->fd_buf < 0)
 		return set_err(c, -errno, "%s: open for %s: %s", f->path,
 			       f->write ? "writing" : "reading", strerror(errno));
@@ -278,7 +306,8 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 	for (int k = 0; k < g->nseg; k++) {
 		const struct tu_seg *seg = &g->seg[k];
 		if ((mode == XFER_WRITE_STATE && !seg->write_back) ||
-		    (mode == XFER_READ_GRADS && seg->write_back))
+		    (mode == XFER_READ_GRADS && (seg->write_back || seg->no_read)) ||
+		    (mode == XFER_READ_ALL && seg->no_read))
 			continue;
 		struct fileio *f = calloc(1, sizeof(*f));
 		if (!f)
@@ -289,8 +318,12 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 		if (!c->o.buffered && ((uintptr_t)buf % TU_ALIGN) == 0) {
 			aligned = seg->bytes & ~(uint64_t)(TU_ALIGN - 1);
 			if (aligned) {
-				f->fd_direct = open(seg->path, (write ? O_WRONLY : O_RDONLY) |
-								   O_DIRECT | O_CLOEXEC);
+				/* O_CREAT as DeepSpeed does (only the param copy
+				 * can be missing); never O_TRUNC. */
+				f->fd_direct = open(seg->path,
+						    (write ? O_WRONLY | O_CREAT : O_RDONLY) |
+							O_DIRECT | O_CLOEXEC,
+						    0600);
 				if (f->fd_direct < 0 && errno != EINVAL) {
 					int e = errno;
 					put_file(f);
@@ -455,6 +488,8 @@ static int update(struct tu_ctx *c, struct slot *s, int sg, uint64_t step)
 	    .exp_avg_sq = (float *)(s->buf + g->v_off),
 	    .grad = s->buf + g->g_off,
 	    .grad_dtype = g->grad_dtype,
+	    .param_copy = c->o.param_copy != TU_F32 ? s->buf + g->copy_off : NULL,
+	    .copy_dtype = c->o.param_copy,
 	    .numel = g->numel,
 	};
 	int rc = c->o.device == TU_DEVICE_CUDA

@@ -89,6 +89,9 @@ struct tu_options {
 	uint64_t first_step; /* 0: from the native header; DeepSpeed default 1 */
 	int no_compute;	     /* I/O only (bench: the pipeline's I/O time) */
 	int buffered;	     /* never O_DIRECT */
+	/* TU_BF16 or TU_F16: also write the updated params in that precision
+	 * (native layout: DIR/sg-NNNNN.param16, 2*numel bytes); TU_F32: no copy. */
+	enum tu_dtype param_copy;
 };
 
 struct tu_step_stats {

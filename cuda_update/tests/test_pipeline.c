@@ -359,6 +359,38 @@ static void test_errors_name_the_file(void **s)
 	rmtmp(e);
 }
 
+/* --param-copy: the bf16 file holds the rounded updated params. */
+static void test_param_copy_file(void **s)
+{
+	(void)s;
+	char *d = mktmp();
+	char msg[256], path[512];
+	assert_int_equal(
+	    tu_init_dir(d, TU_LAYOUT_NATIVE, PARAMS, SUBGROUP, TU_BF16, 0, 4, msg, 256), 0);
+	struct tu_options o = opts(TU_LAYOUT_NATIVE, TU_ORDER_ALTERNATING, 1);
+	o.param_copy = TU_BF16;
+	run(d, &o, 2);
+	struct model x;
+	load(d, TU_LAYOUT_NATIVE, &x);
+	uint16_t *h = malloc(x.n * 2);
+	assert_non_null(h);
+	size_t at = 0;
+	for (int i = 0; i < x.nsub; i++) {
+		size_t n = i < x.nsub - 1 ? SUBGROUP : PARAMS - (size_t)SUBGROUP * (size_t)i;
+		snprintf(path, sizeof(path), "%s/sg-%05d.param16", d, i);
+		struct stat st;
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_size, 2 * n);
+		read_all(path, h + at, 2 * n);
+		at += n;
+	}
+	for (size_t i = 0; i < x.n; i++)
+		assert_int_equal(h[i], tu_f32_to_bf16(x.p[i]));
+	free(h);
+	unload(&x);
+	rmtmp(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -371,6 +403,7 @@ int main(void)
 	    cmocka_unit_test(test_alternating_equals_ascending_deepspeed),
 	    cmocka_unit_test(test_step_persists),
 	    cmocka_unit_test(test_errors_name_the_file),
+	    cmocka_unit_test(test_param_copy_file),
 	};
 	return cmocka_run_group_tests_name("cuda_update_pipeline", tests, NULL, NULL);
 }
