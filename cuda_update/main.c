@@ -329,7 +329,7 @@ struct ui {
 	uint64_t params;
 };
 
-static void on_progress(void *arg, uint64_t step, int done, int total)
+static void on_progress(void *arg, uint64_t step, int done, int total, uint64_t bytes)
 {
 	struct ui *u = arg;
 	if (!u->tty)
@@ -339,8 +339,9 @@ static void on_progress(void *arg, uint64_t step, int done, int total)
 	for (int i = 0; i < w; i++)
 		bar[i] = i < fill ? '#' : '.';
 	bar[w] = 0;
-	fprintf(stderr, "\rstep %" PRIu64 " [%s] %d/%d sub-groups %.1f s", step, bar, done, total,
-		now() - u->t_step);
+	double dt = now() - u->t_step;
+	fprintf(stderr, "\rstep %" PRIu64 " [%s] %d/%d sub-groups %.1f s %.2f GB/s ", step, bar,
+		done, total, dt, dt > 0 ? (double)bytes / 1e9 / dt : 0.0);
 	fflush(stderr);
 }
 

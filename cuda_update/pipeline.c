@@ -554,7 +554,7 @@ int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn ste
 		/* Kept sub-groups of the previous step are written once updated
 		 * again, above; nothing else is pending. */
 		if (progress)
-			progress(arg, step, pos + 1, n);
+			progress(arg, step, pos + 1, n, c->bytes_read - r0 + c->bytes_written - w0);
 		if (pos == n - 1) {
 			if (si + 1 == nsteps && wait_slot(c, NULL))
 				break;

@@ -104,8 +104,9 @@ struct tu_step_stats {
 };
 
 struct tu_ctx;
-/* progress: called after each sub-group update (done of total in the step). */
-typedef void (*tu_progress_fn)(void *arg, uint64_t step, int done, int total);
+/* progress: called after each sub-group update (done of total in the step,
+ * bytes read and written so far in the step). */
+typedef void (*tu_progress_fn)(void *arg, uint64_t step, int done, int total, uint64_t bytes);
 /* step_done: called once per step with its statistics. */
 typedef void (*tu_step_fn)(void *arg, const struct tu_step_stats *st);
 

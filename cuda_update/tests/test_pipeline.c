@@ -234,6 +234,12 @@ static void test_deepspeed_alternating(void **s)
 	one_case(TU_LAYOUT_DEEPSPEED, TU_BF16, TU_ORDER_ALTERNATING, 1);
 }
 
+static void test_native_ascending_keep(void **s)
+{
+	(void)s;
+	one_case(TU_LAYOUT_NATIVE, TU_BF16, TU_ORDER_ASCENDING, 2);
+}
+
 static void test_keep_all(void **s)
 {
 	(void)s;
@@ -398,6 +404,7 @@ int main(void)
 	    cmocka_unit_test(test_native_alternating_keep),
 	    cmocka_unit_test(test_deepspeed_ascending),
 	    cmocka_unit_test(test_deepspeed_alternating),
+	    cmocka_unit_test(test_native_ascending_keep),
 	    cmocka_unit_test(test_keep_all),
 	    cmocka_unit_test(test_alternating_equals_ascending_native),
 	    cmocka_unit_test(test_alternating_equals_ascending_deepspeed),
