@@ -154,8 +154,22 @@ static void run(const char *dir, const struct tu_options *o, int steps)
 /* float64 AdamW from the initial model; every step uses the same gradients
  * (the files do not change between steps here). Errors are relative to the
  * magnitude of the summed terms, as in test_kernels.c. */
+static void check_against_reference2(const struct model *init, const double *const *grads,
+				     const struct model *out, const struct tu_hparams *hp,
+				     int steps, uint64_t t0);
 static void check_against_reference(const struct model *init, const struct model *out,
 				    const struct tu_hparams *hp, int steps, uint64_t t0)
+{
+	const double *g[16];
+	for (int s = 0; s < steps && s < 16; s++)
+		g[s] = init->g;
+	check_against_reference2(init, g, out, hp, steps, t0);
+}
+
+/* grads[s]: the gradients of step s+1. */
+static void check_against_reference2(const struct model *init, const double *const *grads,
+				     const struct model *out, const struct tu_hparams *hp,
+				     int steps, uint64_t t0)
 {
 	size_t n = init->n;
 	double worst = 0;
@@ -166,7 +180,7 @@ static void check_against_reference(const struct model *init, const struct model
 			uint64_t t = t0 + (uint64_t)s;
 			double bc1 = 1 - pow(hp->beta1, (double)t),
 			       bc2 = 1 - pow(hp->beta2, (double)t);
-			double g = init->g[i];
+			double g = grads[s - 1][i];
 			p *= 1 - hp->lr * hp->weight_decay;
 			mp *= 1 - hp->lr * hp->weight_decay;
 			m = hp->beta1 * m + (1 - hp->beta1) * g;
@@ -397,6 +411,59 @@ static void test_param_copy_file(void **s)
 	rmtmp(d);
 }
 
+/* The training-loop use: one context, one tu_run per step, new gradients
+ * written between steps (as backward does). Resident sub-groups must not
+ * keep the previous step's gradients. */
+static void test_new_gradients_each_step(void **s)
+{
+	(void)s;
+	char *d = mktmp();
+	char msg[256], path[512];
+	assert_int_equal(
+	    tu_init_dir(d, TU_LAYOUT_NATIVE, PARAMS, SUBGROUP, TU_BF16, 0, 5, msg, 256), 0);
+	struct model init;
+	load(d, TU_LAYOUT_NATIVE, &init);
+	struct tu_options o = opts(TU_LAYOUT_NATIVE, TU_ORDER_ALTERNATING, 1);
+	struct tu_ctx *c;
+	assert_int_equal(tu_open(&c, d, &o), 0);
+	double *g[3];
+	for (int st = 0; st < 3; st++) {
+		g[st] = malloc(init.n * 8);
+		assert_non_null(g[st]);
+		size_t at = 0;
+		for (int i = 0; i < init.nsub; i++) {
+			size_t n =
+			    i < init.nsub - 1 ? SUBGROUP : PARAMS - (size_t)SUBGROUP * (size_t)i;
+			uint16_t *h = malloc(n * 2);
+			assert_non_null(h);
+			for (size_t k = 0; k < n; k++) {
+				h[k] = tu_f32_to_bf16(st == 0 ? (float)init.g[at + k]
+							      : 0.01f * (float)((at + k) % 97) -
+								    0.4f * (float)st);
+				g[st][at + k] = tu_bf16_to_f32(h[k]);
+			}
+			snprintf(path, sizeof(path), "%s/sg-%05d.grad", d, i);
+			FILE *f = fopen(path, "r+b");
+			assert_non_null(f);
+			assert_int_equal(fwrite(h, 2, n, f), n);
+			assert_int_equal(fclose(f), 0);
+			free(h);
+			at += n;
+		}
+		assert_int_equal(tu_run(c, 1, NULL, NULL, NULL), 0);
+	}
+	tu_close(c);
+	struct model out;
+	load(d, TU_LAYOUT_NATIVE, &out);
+	const double *gg[3] = {g[0], g[1], g[2]};
+	check_against_reference2(&init, gg, &out, &o.hp, 3, 0);
+	for (int st = 0; st < 3; st++)
+		free(g[st]);
+	unload(&init);
+	unload(&out);
+	rmtmp(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +478,7 @@ int main(void)
 	    cmocka_unit_test(test_step_persists),
 	    cmocka_unit_test(test_errors_name_the_file),
 	    cmocka_unit_test(test_param_copy_file),
+	    cmocka_unit_test(test_new_gradients_each_step),
 	};
 	return cmocka_run_group_tests_name("cuda_update_pipeline", tests, NULL, NULL);
 }
