@@ -66,6 +66,9 @@ static const char usage[] =
     "  --keep K            keep the last K sub-groups of a step in memory, unwritten,\n"
     "                      for the next step (default 0; costs K sub-group buffers;\n"
     "                      useful with alternating order)\n"
+    "  --extra-buffers N   sub-group buffers beyond the keep+3 the pipeline needs\n"
+    "                      (default 1: slack so that a slow write-back of i-2 does\n"
+    "                      not hold up the read of i+1; 0 for the minimum memory)\n"
     "  --device D          cpu (default) or cuda\n"
     "  --threads N         CPU update threads (default: online CPUs)\n"
     "  --isa I             auto (default), scalar, avx2 or avx512\n"
@@ -153,6 +156,7 @@ enum {
 	O_BUFFERED,
 	O_DIR,
 	O_PARAM_COPY,
+	O_EXTRA_BUFFERS,
 	O_HELP,
 };
 
@@ -179,6 +183,7 @@ static const struct option longopts[] = {
     {"buffered", no_argument, 0, O_BUFFERED},
     {"dir", required_argument, 0, O_DIR},
     {"param-copy", required_argument, 0, O_PARAM_COPY},
+    {"extra-buffers", required_argument, 0, O_EXTRA_BUFFERS},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -302,6 +307,11 @@ static void parse(int argc, char **argv, struct args *a)
 			break;
 		case O_DIR:
 			a->bench_dir = optarg;
+			break;
+		case O_EXTRA_BUFFERS:
+			a->o.extra_buffers = (int)parse_count("--extra-buffers", optarg);
+			if (a->o.extra_buffers > 64)
+				die("--extra-buffers: '%s': expected 0..64", optarg);
 			break;
 		case O_PARAM_COPY:
 			if (!strcmp(optarg, "bf16"))
@@ -469,13 +479,40 @@ static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
 	return remove(p);
 }
 
-/* Keeps the second step's figures: steady state, with the next step's first
- * read and the previous step's last write overlapped as in training. */
+/* Steps 2..BENCH_STEPS-1 are steady state: the next step's first read and the
+ * previous step's last write overlap them as in training. Runs alternate
+ * between I/O-only and full BENCH_REPS times; medians are reported because a
+ * shared machine is noisy. */
+#define BENCH_STEPS 5
+#define BENCH_REPS  3
+struct bench_rec {
+	struct tu_step_stats st[BENCH_STEPS * BENCH_REPS];
+	int n;
+};
+
 static void bench_step(void *arg, const struct tu_step_stats *st)
 {
-	struct tu_step_stats *out = arg;
-	if (out->step == 0 || st->step == 2)
-		*out = *st;
+	struct bench_rec *r = arg;
+	if (st->step >= 2 && st->step < BENCH_STEPS && r->n < BENCH_STEPS * BENCH_REPS)
+		r->st[r->n++] = *st;
+}
+
+static int cmp_wall(const void *x, const void *y)
+{
+	const struct tu_step_stats *a = x, *b = y;
+	return (a->wall_s > b->wall_s) - (a->wall_s < b->wall_s);
+}
+
+static int cmp_compute(const void *x, const void *y)
+{
+	const struct tu_step_stats *a = x, *b = y;
+	return (a->compute_s > b->compute_s) - (a->compute_s < b->compute_s);
+}
+
+static double median(struct bench_rec *r, int compute)
+{
+	qsort(r->st, (size_t)r->n, sizeof(r->st[0]), compute ? cmp_compute : cmp_wall);
+	return compute ? r->st[r->n / 2].compute_s : r->st[r->n / 2].wall_s;
 }
 
 static int cmd_bench(struct args *a)
@@ -539,9 +576,10 @@ static int cmd_bench(struct args *a)
 	uint64_t sub = (n + 7) / 8;
 	if (tu_init_dir(dir, TU_LAYOUT_NATIVE, n, sub, TU_BF16, 0, 1, msg, sizeof(msg)))
 		die("bench: init %s: %s", dir, msg);
-	struct tu_step_stats st_io = {0}, st = {0};
+	struct bench_rec rec[2];
+	memset(rec, 0, sizeof(rec));
 	double io_cores = 0;
-	for (int pass = 0; pass < 3; pass++) {
+	for (int pass = 0; pass < 2 * BENCH_REPS; pass++) {
 		/* io_uring's io-wq workers are threads of this process, so
 		 * RUSAGE_SELF shows how many cores the I/O alone keeps busy:
 		 * on a RAM-backed directory the "I/O" is kernel memcpy. */
@@ -549,24 +587,24 @@ static int cmd_bench(struct args *a)
 		struct tu_options o = a->o;
 		o.layout = TU_LAYOUT_NATIVE;
 		o.order = TU_ORDER_ASCENDING;
-		o.no_compute = pass == 1;
+		o.no_compute = pass % 2;
 		o.first_step = 1;
 		struct tu_ctx *c;
-		if (tu_open(&c, dir, &o) ||
-		    tu_run(c, 1, NULL, bench_step, pass == 1 ? (void *)&st_io : (void *)&st))
+		if (tu_open(&c, dir, &o) || tu_run(c, BENCH_STEPS, NULL, bench_step, &rec[pass]))
 			die("bench: pipeline: %s", c ? tu_errmsg(c) : "out of memory");
 		tu_close(c);
-		if (pass == 1)
-			io_cores = (cpu_seconds() - c0) / (now() - w0);
+		if (pass % 2)
+			io_cores += (cpu_seconds() - c0) / (now() - w0) / BENCH_REPS;
 	}
 	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	double io = st_io.wall_s, comp = st.compute_s;
-	double gb = (double)(st.bytes_read + st.bytes_written) / 1e9;
-	printf("pipeline over %s: %" PRIu64 " params in 8 sub-groups, %.2f GB moved\n", dir,
-	       (uint64_t)n, gb);
+	double gb = (double)(rec[0].st[0].bytes_read + rec[0].st[0].bytes_written) / 1e9;
+	double io = median(&rec[1], 0), comp = median(&rec[0], 1), wall = median(&rec[0], 0);
+	printf("pipeline over %s: %" PRIu64 " params in 8 sub-groups, %.2f GB moved per step "
+	       "(medians of steps 2..%d of %d runs each)\n",
+	       dir, (uint64_t)n, gb, BENCH_STEPS - 1, BENCH_REPS);
 	printf("  I/O only %.3f s (%.2f GB/s), update only %.3f s, pipelined step %.3f s\n", io,
-	       gb / io, comp, st.wall_s);
-	printf("  efficiency max(io, update)/wall = %.2f\n", (io > comp ? io : comp) / st.wall_s);
+	       gb / io, comp, wall);
+	printf("  efficiency max(io, update)/wall = %.2f\n", (io > comp ? io : comp) / wall);
 	printf("  the I/O-only run kept %.2f of %d cores busy (RAM-backed I/O is CPU work: "
 	       "it and the update share the cores)\n",
 	       io_cores, ncpus());
@@ -581,6 +619,7 @@ int main(int argc, char **argv)
 	a.o.hp = (struct tu_hparams){TU_ADAMW, 1e-3, 0.9, 0.999, 1e-8, 0.01};
 	a.o.order = TU_ORDER_ALTERNATING;
 	a.o.threads = ncpus();
+	a.o.extra_buffers = 1;
 	if (argc < 2)
 		die("missing command (init, step or bench; see --help)");
 	const char *cmd = argv[1];

@@ -4,7 +4,12 @@
  * previous one in flight (io_uring) while the current one is updated.
  *
  * Memory is bounded: a pool of keep+3 slots, each big enough for the largest
- * sub-group (reading i+1, updating i, writing i-1, plus the kept ones). A slot
+ * sub-group (reading i+1, updating i, writing i-1, plus the kept ones), and
+ * optionally extra ones: with exactly 3, the read of i+1 cannot start before
+ * the write of i-2 is done, and io_uring serializes writes to one file (one
+ * io-wq worker per inode on most filesystems), so a big sub-group's write
+ * often is not done yet. One more buffer made the steady-state step about
+ * 10% faster on a RAM-backed directory here. A slot
  * remembers which sub-group it holds after its write completes, so a sub-group
  * needed again while still resident (the turn-around of the alternating order,
  * or a single sub-group) is not read back. With --keep K the last K
@@ -200,7 +205,9 @@ int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o)
 		c->o.keep = 0;
 	if (c->o.keep > c->li.nsub)
 		c->o.keep = c->li.nsub;
-	c->nslots = c->o.keep + 3;
+	if (c->o.extra_buffers < 0 || c->o.extra_buffers > 64)
+		return set_err(c, -EINVAL, "extra buffers: %d is not in 0..64", c->o.extra_buffers);
+	c->nslots = c->o.keep + 3 + c->o.extra_buffers;
 	c->slots = calloc((size_t)c->nslots, sizeof(*c->slots));
 	if (!c->slots)
 		return set_err(c, -ENOMEM, "out of memory");
@@ -214,11 +221,13 @@ int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o)
 		else if (posix_memalign((void **)&s->buf, TU_ALIGN, bytes))
 			s->buf = NULL;
 		if (!s->buf) {
-			c->nslots = i;
+			int want = c->nslots;
+			c->nslots = i; /* what free_slots() must release */
 			return set_err(c, -ENOMEM,
 				       "out of memory: %d buffers of %.1f MiB (the largest "
-				       "sub-group) do not fit; lower --keep or the sub-group size",
-				       c->o.keep + 3, (double)bytes / 1048576.0);
+				       "sub-group) do not fit; lower --keep, --extra-buffers or "
+				       "the sub-group size",
+				       want, (double)bytes / 1048576.0);
 		}
 		/* Touch now: first touch of fresh pages is slow and would be
 		 * charged to the first step's I/O. */

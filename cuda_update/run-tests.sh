@@ -79,7 +79,7 @@ check() { # name expected-rc pattern cmd...
 }
 D=$TMP/model
 check "--help documents every step option" 0 'weight-decay.*' "$U" --help
-for o in --first-step --optimizer --lr --beta1 --beta2 --eps --weight-decay --order --keep --device --threads --layout --grad-dtype --subgroup --params; do
+for o in --first-step --extra-buffers --optimizer --lr --beta1 --beta2 --eps --weight-decay --order --keep --device --threads --layout --grad-dtype --subgroup --params; do
 	grep -q -- "$o" <<<"$("$U" --help)" || { echo "# --help lacks $o"; tap fail "cli: --help lists $o"; }
 done
 check "unknown option exits 2" 2 'unknown option' "$U" step "$D" --steps 1 --frobnicate
@@ -94,7 +94,7 @@ if [[ $B == *-san ]]; then
 	tap ok "cli: out of memory is reported" "SKIP ASan reserves more address space than ulimit -v allows"
 else
 	"$U" init "$TMP/big" --params 3M --subgroup 3M >/dev/null
-	check "out of memory is reported" 2 'out of memory: 3 buffers of 40.1 MiB' \
+	check "out of memory is reported" 2 'out of memory: 4 buffers of 40.1 MiB' \
 		bash -c "ulimit -v 100000; exec \"$U\" step \"$TMP/big\" --steps 1"
 	rm -rf "$TMP/big"
 fi

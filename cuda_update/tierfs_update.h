@@ -85,6 +85,7 @@ struct tu_options {
 	struct tu_hparams hp;
 	int rank;	     /* DeepSpeed rankR directory */
 	int keep;	     /* sub-groups kept in memory between steps */
+	int extra_buffers;   /* beyond keep+3: slack for a slow write-back */
 	int threads;	     /* CPU update threads */
 	uint64_t first_step; /* 0: from the native header; DeepSpeed default 1 */
 	int no_compute;	     /* I/O only (bench: the pipeline's I/O time) */

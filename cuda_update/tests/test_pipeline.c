@@ -254,6 +254,25 @@ static void test_native_ascending_keep(void **s)
 	one_case(TU_LAYOUT_NATIVE, TU_BF16, TU_ORDER_ASCENDING, 2);
 }
 
+static void test_deepspeed_extra_buffers(void **s)
+{
+	(void)s;
+	char *d = mktmp();
+	char msg[256];
+	assert_int_equal(
+	    tu_init_dir(d, TU_LAYOUT_DEEPSPEED, PARAMS, SUBGROUP, TU_BF16, 0, 2, msg, 256), 0);
+	struct model init, out;
+	load(d, TU_LAYOUT_DEEPSPEED, &init);
+	struct tu_options o = opts(TU_LAYOUT_DEEPSPEED, TU_ORDER_ALTERNATING, 1);
+	o.extra_buffers = 2;
+	run(d, &o, STEPS);
+	load(d, TU_LAYOUT_DEEPSPEED, &out);
+	check_against_reference(&init, &out, &o.hp, STEPS, 0);
+	unload(&init);
+	unload(&out);
+	rmtmp(d);
+}
+
 static void test_keep_all(void **s)
 {
 	(void)s;
@@ -472,6 +491,7 @@ int main(void)
 	    cmocka_unit_test(test_deepspeed_ascending),
 	    cmocka_unit_test(test_deepspeed_alternating),
 	    cmocka_unit_test(test_native_ascending_keep),
+	    cmocka_unit_test(test_deepspeed_extra_buffers),
 	    cmocka_unit_test(test_keep_all),
 	    cmocka_unit_test(test_alternating_equals_ascending_native),
 	    cmocka_unit_test(test_alternating_equals_ascending_deepspeed),
