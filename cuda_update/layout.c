@@ -115,6 +115,7 @@ static int scan_native(const char *dir, struct tu_layout_info *li, char *msg, si
 		if ((rc = check_size(path, TU_HDR_BYTES + 12 * h.numel, msg, len)))
 			return rc;
 		s->numel = h.numel;
+		s->grad_covered = h.numel;
 		s->grad_dtype = (enum tu_dtype)h.grad_dtype;
 		s->nseg = 2;
 		s->seg = calloc(2, sizeof(*s->seg));
@@ -306,7 +307,9 @@ static int scan_deepspeed(const char *dir, int rank, struct tu_layout_info *li, 
 				goto out;
 			}
 		}
-		if (covered != n) {
+		/* padding up to 1024 bytes at the end has no gradient file */
+		s->grad_covered = covered;
+		if (covered > n || n - covered >= 256) {
 			rc = fail(msg, len, -EINVAL,
 				  "%s/%s_gradient_*: gradients cover %" PRIu64
 				  " elements, expected %" PRIu64,

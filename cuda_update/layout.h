@@ -15,7 +15,9 @@
  *                   bf16 or fp16, 2*numel bytes, written after every update.
  * DeepSpeed layout: DIR/zero_stage_3/optimizer/rankR/{id}.tensor.swp,
  *   exp_avg-{id}.tensor.swp, exp_avg_sq-{id}.tensor.swp (numel*4 B each) and
- *   {id}_gradient_{offset}_{numel}.tensor.swp (fp32) tiling [0, numel).
+ *   {id}_gradient_{offset}_{numel}.tensor.swp (fp32) tiling [0, numel), or
+ *   stopping short of numel by less than 256 elements (DeepSpeed's 1024-byte
+ *   padding of the swap files; those elements get zero gradients).
  */
 #ifndef TIERFS_UPDATE_LAYOUT_H
 #define TIERFS_UPDATE_LAYOUT_H
@@ -56,6 +58,9 @@ struct tu_subgroup {
 	/* Offsets of the arrays inside the slot buffer. */
 	uint64_t p_off, m_off, v_off, g_off, hdr_off, copy_off;
 	enum tu_dtype grad_dtype;
+	/* DeepSpeed pads its swap files to 1024 bytes: gradients may stop short
+	 * of numel; the tail [grad_covered, numel) gets zero gradients. */
+	uint64_t grad_covered;
 	uint64_t buf_bytes;
 	char *name; /* for messages: ds_id or sg-NNNNN */
 };

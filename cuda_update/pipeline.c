@@ -312,6 +312,11 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 {
 	const struct tu_subgroup *g = &c->li.sub[sg];
 	int write = mode == XFER_WRITE_STATE;
+	if (!write && g->grad_covered < g->numel) {
+		size_t es = g->grad_dtype == TU_F32 ? 4 : 2;
+		memset(s->buf + g->g_off + g->grad_covered * es, 0,
+		       (g->numel - g->grad_covered) * es);
+	}
 	for (int k = 0; k < g->nseg; k++) {
 		const struct tu_seg *seg = &g->seg[k];
 		if ((mode == XFER_WRITE_STATE && !seg->write_back) ||

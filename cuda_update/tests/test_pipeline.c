@@ -430,6 +430,44 @@ static void test_param_copy_file(void **s)
 	rmtmp(d);
 }
 
+/* DeepSpeed pads swap files to 1024 B: a param file 100 floats longer than
+ * its gradient files is accepted, the padding gets zero gradients; 256 or
+ * more uncovered elements are an error naming the sub-group. */
+static void test_deepspeed_padding(void **s)
+{
+	(void)s;
+	char *d = mktmp();
+	char msg[256], path[512];
+	assert_int_equal(tu_init_dir(d, TU_LAYOUT_DEEPSPEED, 28672, 8192, TU_BF16, 0, 6, msg, 256),
+			 0);
+	const char *pre[] = {"", "exp_avg-", "exp_avg_sq-"};
+	for (int k = 0; k < 3; k++) {
+		snprintf(path, sizeof(path), "%s/zero_stage_3/optimizer/rank0/%s9_11.tensor.swp", d,
+			 pre[k]);
+		assert_int_equal(truncate(path, 4 * (4096 + 100)), 0);
+	}
+	struct model init, out;
+	load(d, TU_LAYOUT_DEEPSPEED, &init);
+	/* 4 sub-groups, the padded last one smaller than the others: its
+	 * padding lands in a reused buffer where another sub-group's v was */
+	assert_int_equal(init.n, 28672 + 100);
+	for (size_t i = 28672; i < 28772; i++)
+		init.g[i] = 0; /* what the updater must use for padding */
+	struct tu_options o = opts(TU_LAYOUT_DEEPSPEED, TU_ORDER_ALTERNATING, 0);
+	run(d, &o, 2);
+	load(d, TU_LAYOUT_DEEPSPEED, &out);
+	check_against_reference(&init, &out, &o.hp, 2, 0);
+	unload(&init);
+	unload(&out);
+	for (int k = 0; k < 3; k++) {
+		snprintf(path, sizeof(path), "%s/zero_stage_3/optimizer/rank0/%s9_11.tensor.swp", d,
+			 pre[k]);
+		assert_int_equal(truncate(path, 4 * (4096 + 256)), 0);
+	}
+	expect_open_error(d, TU_LAYOUT_DEEPSPEED, "gradients cover 4096 elements", "expected 4352");
+	rmtmp(d);
+}
+
 /* The training-loop use: one context, one tu_run per step, new gradients
  * written between steps (as backward does). Resident sub-groups must not
  * keep the previous step's gradients. */
@@ -499,6 +537,7 @@ int main(void)
 	    cmocka_unit_test(test_errors_name_the_file),
 	    cmocka_unit_test(test_param_copy_file),
 	    cmocka_unit_test(test_new_gradients_each_step),
+	    cmocka_unit_test(test_deepspeed_padding),
 	};
 	return cmocka_run_group_tests_name("cuda_update_pipeline", tests, NULL, NULL);
 }
