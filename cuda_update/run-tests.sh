@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# cuda_update/run-tests.sh — runs the updater's tests from $TIERFS_BUILD (set by
+# tests/run.sh: the absolute build or build-san directory) and prints one TAP
+# line per test case, renumbered across programs: the cmocka programs
+# (kernels vs float64, pipeline, CUDA), then command-line checks of
+# tierfs-update. cmocka 1.1.5 prints skips as "not ok N # SKIP name"; they are
+# rewritten as "ok N - name # SKIP". A program exiting 77 is one skipped case.
+# Exit status non-zero when any case failed.
+set -u
+cd "$(dirname "$0")/.."
+B=${TIERFS_BUILD:-$PWD/build}
+export CMOCKA_MESSAGE_OUTPUT=TAP
+N=0 FAILED=0
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tu-run.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+tap() { # status name [directive]
+	N=$((N + 1))
+	if [ "$1" = ok ]; then
+		echo "ok $N - $2${3:+ # $3}"
+	else
+		echo "not ok $N - $2"
+		FAILED=$((FAILED + 1))
+	fi
+}
+
+run_prog() { # name
+	local prog=$B/tests/cuda_update/$1 out rc
+	if [ ! -x "$prog" ]; then
+		tap fail "$1 (not built: $prog)"
+		return
+	fi
+	out=$(TMPDIR=$TMP "$prog" 2>&1)
+	rc=$?
+	if [ $rc -eq 77 ]; then
+		tap ok "$1" "SKIP $(echo "$out" | sed -n 's/^# skipped: //p' | head -1)"
+		return
+	fi
+	local seen=0
+	while IFS= read -r line; do
+		case $line in
+		"not ok "*"# SKIP"*)
+			seen=1
+			tap ok "$1: ${line##*# SKIP }" "SKIP CPU lacks this instruction set" ;;
+		"not ok "*)
+			seen=1
+			tap fail "$1: ${line#not ok * - }" ;;
+		"ok "*)
+			seen=1
+			tap ok "$1: ${line#ok * - }" ;;
+		"#"*) [ "${line#\# }" != "${line#\# ok}" ] || [ "${line#\# }" != "${line#\# not ok}" ] || echo "$line" ;;
+		*) echo "# $line" ;;
+		esac
+	done <<<"$out"
+	if [ $rc -ne 0 ] && [ $seen -eq 0 ]; then
+		tap fail "$1 (exit $rc)"
+	elif [ $rc -ne 0 ] && [ $FAILED -eq 0 ]; then
+		tap fail "$1 (exit $rc after its cases)"
+	fi
+}
+
+run_prog test_kernels
+run_prog test_pipeline
+run_prog test_cuda
+
+# Command line: usage, errors and exit codes.
+U=$B/tierfs-update
+check() { # name expected-rc pattern cmd...
+	local name=$1 want=$2 pat=$3 out rc
+	shift 3
+	out=$("$@" 2>&1)
+	rc=$?
+	if [ $rc -eq "$want" ] && grep -qE -- "$pat" <<<"$out"; then
+		tap ok "cli: $name"
+	else
+		echo "# got rc $rc: $(head -3 <<<"$out")"
+		tap fail "cli: $name"
+	fi
+}
+D=$TMP/model
+check "--help documents every step option" 0 'weight-decay.*' "$U" --help
+for o in --first-step --extra-buffers --optimizer --lr --beta1 --beta2 --eps --weight-decay --order --keep --device --threads --layout --grad-dtype --subgroup --params; do
+	grep -q -- "$o" <<<"$("$U" --help)" || { echo "# --help lacks $o"; tap fail "cli: --help lists $o"; }
+done
+check "unknown option exits 2" 2 'unknown option' "$U" step "$D" --steps 1 --frobnicate
+check "bad value exits 2" 2 "--order: 'sideways'" "$U" step "$D" --steps 1 --order sideways
+check "init native" 0 'wrote 10007 params in 4 sub-groups' "$U" init "$D" --params 10007 --subgroup 2600
+check "step prints a summary per step" 0 '^step 2: 4 sub-groups.*GB/s' "$U" step "$D" --steps 2 --order alternating --keep 1
+check "header step persists" 0 '^step 4: ' "$U" step "$D" --steps 2
+check "missing directory exits 2 naming it" 2 "$TMP/nope.*No such file" "$U" step "$TMP/nope" --steps 1
+truncate -s 100 "$D/sg-00002.grad"
+check "mis-sized file: name, found, expected" 2 'sg-00002.grad: size 100 bytes, expected 5200' "$U" step "$D" --steps 1
+if [[ $B == *-san ]]; then
+	tap ok "cli: out of memory is reported" "SKIP ASan reserves more address space than ulimit -v allows"
+else
+	"$U" init "$TMP/big" --params 3M --subgroup 3M >/dev/null
+	check "out of memory is reported" 2 'out of memory: 4 buffers of 40.1 MiB' \
+		bash -c "ulimit -v 100000; exec \"$U\" step \"$TMP/big\" --steps 1"
+	rm -rf "$TMP/big"
+fi
+check "init deepspeed" 0 'deepspeed' "$U" init "$TMP/ds" --params 10007 --subgroup 5000 --layout deepspeed
+check "step deepspeed" 0 '^step 7: 3 sub-groups' "$U" step "$TMP/ds" --layout deepspeed --steps 1 --first-step 7
+if grep -q 'nvcc was not found\|sanitizer build' <<<"$("$U" step "$TMP/ds" --layout deepspeed --steps 1 --device cuda 2>&1)"; then
+	check "--device cuda without CUDA build" 2 'built without CUDA support' "$U" step "$TMP/ds" --layout deepspeed --steps 1 --device cuda
+else
+	out=$("$U" step "$TMP/ds" --layout deepspeed --steps 1 --device cuda 2>&1)
+	rc=$?
+	if [ $rc -eq 2 ] && grep -q 'no CUDA device: ' <<<"$out"; then
+		tap ok "cli: --device cuda without a GPU exits 2 with the reason"
+	elif [ $rc -eq 0 ]; then
+		tap ok "cli: --device cuda runs on the GPU"
+	else
+		echo "# rc $rc: $out"
+		tap fail "cli: --device cuda"
+	fi
+fi
+
+echo "1..$N"
+[ $FAILED -eq 0 ]
