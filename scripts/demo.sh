@@ -89,13 +89,8 @@ done
 t1=$(date +%s.%N)
 awk -v b=$total -v a="$t0" -v z="$t1" 'BEGIN { printf "    read %.2f GB in %.2f s: %.2f GB/s\n", b/1e9, z-a, b/1e9/(z-a) }'
 
-if [ -x "$B/tierfs-update" ]; then
-	step "Adam updater through the mount: native layout, 64M params, 8 sub-groups, 3 steps"
-	"$B/tierfs-update" init "$MNT/native" --params 64M --subgroup 8M --grad-dtype bf16
-	"$B/tierfs-update" step "$MNT/native" --layout native --steps 3 --order alternating
-	step "Adam updater over the DeepSpeed files the replay left"
-	"$B/tierfs-update" step "$MNT" --layout deepspeed --steps 1 --first-step 3 || true
-fi
+step "Adam updater through the mount: 64M params in 8 sub-groups, both layouts"
+TIERFS_UPDATE="$B/tierfs-update" cuda_update/demo.sh "$MNT/updater" 64M 8M 3
 
 step "unmount (every dirty block is written back first)"
 fusermount3 -u "$MNT"
