@@ -303,18 +303,19 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	for (int i = 0; !rc && i < fs->conf.ntiers; i++) {
 		struct tier_stats s;
 		tier_get_stats(fs->tiers[i], &s);
-		rc = appendf(&b, &len, &cap,
-			     "tier %s type=%s persistent=%s blocks=%llu capacity_blocks=%llu "
-			     "reads=%llu bytes_read=%llu writes=%llu bytes_written=%llu "
-			     "errors=%llu checksum_errors=%llu\n",
-			     fs->conf.tiers[i].name,
-			     tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
-			     tier_persistent(fs->tiers[i]) ? "yes" : "no",
-			     (unsigned long long)tier_slots_used(fs->tiers[i]),
-			     (unsigned long long)tier_slots_total(fs->tiers[i]),
-			     (unsigned long long)s.reads, (unsigned long long)s.bytes_read,
-			     (unsigned long long)s.writes, (unsigned long long)s.bytes_written,
-			     (unsigned long long)s.errors, (unsigned long long)s.csum_errors);
+		rc = appendf(
+		    &b, &len, &cap,
+		    "tier %s type=%s persistent=%s blocks=%llu capacity_blocks=%llu "
+		    "reads=%llu bytes_read=%llu writes=%llu bytes_written=%llu "
+		    "errors=%llu checksum_errors=%llu bw_read=%llu bw_write=%llu\n",
+		    fs->conf.tiers[i].name, tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
+		    tier_persistent(fs->tiers[i]) ? "yes" : "no",
+		    (unsigned long long)tier_slots_used(fs->tiers[i]),
+		    (unsigned long long)tier_slots_total(fs->tiers[i]), (unsigned long long)s.reads,
+		    (unsigned long long)s.bytes_read, (unsigned long long)s.writes,
+		    (unsigned long long)s.bytes_written, (unsigned long long)s.errors,
+		    (unsigned long long)s.csum_errors, (unsigned long long)fs->bw_read[i],
+		    (unsigned long long)fs->bw_write[i]);
 	}
 	pthread_mutex_lock(&fs->lock);
 	uint64_t cached = fs->ncached, dirty = fs->ndirty, pinned = fs->npinned;

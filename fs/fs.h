@@ -86,7 +86,8 @@ struct fs {
 	uint16_t tier_id[CONF_MAX_TIERS];   /* LMDB id of each config tier */
 	int ram;			    /* config index of the RAM tier */
 	struct stripe stripe;
-	uint32_t bs; /* block size */
+	uint64_t bw_read[CONF_MAX_TIERS], bw_write[CONF_MAX_TIERS]; /* bytes/s, 0 unknown */
+	uint32_t bs;						    /* block size */
 	struct fuse_session *se;
 
 	pthread_mutex_t lock;

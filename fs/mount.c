@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "tiers/probe.h"
 
 static int init_super(struct fs *fs)
 {
@@ -212,6 +213,82 @@ static int reserve_slots(struct fs *fs)
 	return c.err ? c.err : (rc < 0 ? rc : 0);
 }
 
+/* Bytes of each tier's probe: enough to get past caches, short enough
+ * that a first mount stays quick. */
+#define PROBE_BYTES (64ull << 20)
+
+/* Read and write bandwidth of every stripe tier: from the config, else
+ * measured once and kept in the metadata (a re-format, i.e. new metadata,
+ * measures again). Only needed when there is something to balance. */
+static int calibrate(struct fs *fs)
+{
+	for (int k = 0; k < fs->conf.nstripe; k++) {
+		int i = fs->conf.stripe[k];
+		const struct conf_tier *ct = &fs->conf.tiers[i];
+		fs->bw_read[i] = ct->bandwidth_read;
+		fs->bw_write[i] = ct->bandwidth_write;
+		if ((fs->bw_read[i] && fs->bw_write[i]) || fs->conf.nstripe < 2)
+			continue;
+		char kr[64], kw[64];
+		snprintf(kr, sizeof(kr), "bw_read.%u", fs->tier_id[i]);
+		snprintf(kw, sizeof(kw), "bw_write.%u", fs->tier_id[i]);
+		struct meta_txn *t;
+		uint64_t r = 0, w = 0;
+		int rc = meta_txn_begin(fs->meta, false, &t);
+		if (rc)
+			return rc;
+		if (meta_super_get(t, kr, &r) || meta_super_get(t, kw, &w))
+			r = w = 0;
+		meta_txn_abort(t);
+		if (!r || !w) {
+			rc = tier_probe_bandwidth(fs->tiers[i], PROBE_BYTES, &r, &w);
+			if (rc) {
+				TFS_LOG("tier %s: bandwidth probe failed (%s); striping by weight",
+					ct->name, strerror(-rc));
+				continue;
+			}
+			TFS_LOG("tier %s: measured %.0f MB/s read, %.0f MB/s write", ct->name,
+				r / 1e6, w / 1e6);
+			if ((rc = meta_txn_begin(fs->meta, true, &t)))
+				return rc;
+			if ((rc = meta_super_put(t, kr, r)) || (rc = meta_super_put(t, kw, w))) {
+				meta_txn_abort(t);
+				return rc;
+			}
+			if ((rc = meta_txn_commit(t)))
+				return rc;
+		}
+		if (!fs->bw_read[i])
+			fs->bw_read[i] = r;
+		if (!fs->bw_write[i])
+			fs->bw_write[i] = w;
+	}
+	return 0;
+}
+
+/* Stripe weights: the configured ones if any stripe tier sets `weight`,
+ * else each tier's read bandwidth (capped by max_bandwidth), so a read of
+ * a striped file ends on every tier at once. */
+static int build_stripe(struct fs *fs)
+{
+	int n = fs->conf.nstripe;
+	uint64_t w[CONF_MAX_TIERS];
+	bool explicit = false, measured = true;
+	for (int k = 0; k < n; k++) {
+		int i = fs->conf.stripe[k];
+		explicit = explicit || fs->conf.tiers[i].weight_set;
+		measured = measured && fs->bw_read[i];
+	}
+	for (int k = 0; k < n; k++) {
+		int i = fs->conf.stripe[k];
+		uint64_t bw = fs->bw_read[i];
+		if (fs->conf.tiers[i].max_bandwidth && bw > fs->conf.tiers[i].max_bandwidth)
+			bw = fs->conf.tiers[i].max_bandwidth;
+		w[k] = explicit || !measured ? fs->conf.tiers[i].weight : bw / 1000000 + 1;
+	}
+	return stripe_init(&fs->stripe, n, fs->conf.stripe, w);
+}
+
 int fs_mount_prepare(struct fs *fs)
 {
 	int rc;
@@ -225,7 +302,7 @@ int fs_mount_prepare(struct fs *fs)
 	if ((rc = init_super(fs)) || (rc = open_tiers(fs)) || (rc = remove_doomed(fs)) ||
 	    (rc = reserve_slots(fs)))
 		return rc;
-	if (fs->conf.nstripe && (rc = stripe_init_config(&fs->stripe, &fs->conf)))
+	if (fs->conf.nstripe && ((rc = calibrate(fs)) || (rc = build_stripe(fs))))
 		return rc;
 	if ((rc = cache_init(fs)) || (rc = flusher_start(fs)))
 		return rc;

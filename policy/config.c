@@ -698,8 +698,10 @@ static void tier_key(struct parse *p, const char *name, const char *v)
 	case TK_WEIGHT:
 		if (parse_uint(v, 1, UINT32_MAX, &x) < 0)
 			key_error(p, p->line, name, "'%s' must be an integer of at least 1", v);
-		else
+		else {
 			t->weight = x;
+			t->weight_set = true;
+		}
 		break;
 	case TK_DIRECT:
 		if (!strcasecmp(v, "auto"))

@@ -23,23 +23,24 @@
 
 #define CONF_MAX_TIERS 16
 #define CONF_MAX_RULES 64
-#define CONF_NAME_MAX 64
+#define CONF_NAME_MAX  64
 
 struct conf_tier {
 	char name[TIER_NAME_MAX];
 	enum tier_kind kind;
-	char path[PATH_MAX];	    /* posix: existing directory */
-	uint64_t capacity;	    /* bytes; ram: required; posix: default = free space */
-	bool persistent;	    /* default: ram no, posix yes */
-	uint64_t weight;	    /* stripe weight, default 1 */
-	int direct;		    /* -1 auto (default), 0 no, 1 yes */
-	unsigned queue_depth;	    /* default 8 */
-	uint64_t slab_size;	    /* posix: default 1G */
-	uint64_t bandwidth_read;    /* bytes/s, 0 = auto (measure at mount) */
-	uint64_t bandwidth_write;   /* bytes/s, 0 = auto */
-	uint64_t max_bandwidth;	    /* bytes/s cap, 0 = none */
-	bool implicit;		    /* ram cache synthesized when the file names none */
-	int line;		    /* line of the [tier NAME] header */
+	char path[PATH_MAX];	  /* posix: existing directory */
+	uint64_t capacity;	  /* bytes; ram: required; posix: default = free space */
+	bool persistent;	  /* default: ram no, posix yes */
+	uint64_t weight;	  /* stripe weight, default 1 */
+	bool weight_set;	  /* weight given: it overrides measured bandwidth */
+	int direct;		  /* -1 auto (default), 0 no, 1 yes */
+	unsigned queue_depth;	  /* default 8 */
+	uint64_t slab_size;	  /* posix: default 1G */
+	uint64_t bandwidth_read;  /* bytes/s, 0 = auto (measure at mount) */
+	uint64_t bandwidth_write; /* bytes/s, 0 = auto */
+	uint64_t max_bandwidth;	  /* bytes/s cap, 0 = none */
+	bool implicit;		  /* ram cache synthesized when the file names none */
+	int line;		  /* line of the [tier NAME] header */
 };
 
 struct conf_rule {
@@ -54,13 +55,15 @@ struct config {
 	char path[PATH_MAX]; /* the config file itself */
 
 	/* [mount] */
-	uint32_t block_size;	    /* default 1M; power of two in [4K, 64M] */
-	char metadata[PATH_MAX];    /* LMDB directory; default <first posix tier>/.tierfs-meta */
-	bool sync_on_close;	    /* default no */
-	bool allow_other;	    /* default no */
-	unsigned threads;	    /* FUSE worker threads, default 16 */
-	unsigned dirty_ratio;	    /* % of the RAM tier that may be dirty before write-back, default 25 */
-	unsigned flush_interval_ms; /* background flush period, default 1000 (key in seconds, may be fractional) */
+	uint32_t block_size;	 /* default 1M; power of two in [4K, 64M] */
+	char metadata[PATH_MAX]; /* LMDB directory; default <first posix tier>/.tierfs-meta */
+	bool sync_on_close;	 /* default no */
+	bool allow_other;	 /* default no */
+	unsigned threads;	 /* FUSE worker threads, default 16 */
+	unsigned
+	    dirty_ratio; /* % of the RAM tier that may be dirty before write-back, default 25 */
+	unsigned flush_interval_ms; /* background flush period, default 1000 (key in seconds, may be
+				       fractional) */
 
 	/* [tier NAME] in file order; exactly one has kind TIER_RAM (the cache). */
 	int ntiers;
