@@ -224,6 +224,17 @@ def parse_stats(path):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
+        # tierfs's own format: "tier NAME k=v k=v ...", "cache k=v ...", "order k=v ..."
+        kv = re.findall(r"(\w+)=([-+.\w]+)", s)
+        if kv and "=" not in s.split()[0]:
+            head = s.split()[0]
+            pre = head + "." + (s.split()[1] + "." if head == "tier" else "")
+            for k, v in kv:
+                try:
+                    out[pre + k] = float(v)
+                except ValueError:
+                    out[pre + k] = 1.0 if v == "yes" else 0.0 if v == "no" else out.get(pre + k, 0.0)
+            continue
         m = re.match(r"^\[(.+)\]$", s) or re.match(r"^([A-Za-z][\w ./-]*):$", s)
         if m:
             sect = m.group(1).strip().replace(" ", ".") + "."
@@ -312,8 +323,14 @@ def cmd_report(args):
     base_upd = mean([r["update_mean_s"] for r in base_ok])
     base_bwd = mean([r["backward_mean_s"] for r in base_ok])
 
+    exact = {("nvme0", "read"): "tier.nvme0.bytes_read", ("nvme0", "writ"): "tier.nvme0.bytes_written",
+             ("hit", "ratio"): "cache.hit_ratio", ("hit",): "cache.hits", ("miss",): "cache.misses"}
+
     def stat_pick(st, *words):
-        """Sum of the stats keys that contain every word (e.g. tier name and 'read')."""
+        """Sum of the stats keys that contain every word (e.g. tier name and 'read');
+        tierfs's exact key when the stats are in its format."""
+        if exact.get(words) in st:
+            return st[exact[words]]
         ks = [k for k in st if all(w in k.lower() for w in words)]
         return sum(st[k] for k in ks) if ks else None
 
