@@ -1094,10 +1094,15 @@ static void *flusher_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct flush_batch batch = {.fs = fs};
+	/* Whether the last round found nothing it may write: dirty blocks
+	 * pinned in RAM count as dirty but are not the background's to write,
+	 * so "too much dirty" alone must not make this loop spin. */
+	bool idle = false;
 	pthread_mutex_lock(&fs->lock);
 	while (!fs->stopping) {
 		bool reclaim = fs->reclaim_waiters > 0;
-		bool pressure = fs->ndirty > fs->dirty_limit;
+		bool pressure = fs->ndirty > fs->dirty_limit && !idle;
+		bool tick = false;
 		if (!reclaim && !pressure) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -1105,7 +1110,8 @@ static void *flusher_main(void *arg)
 			    (uint64_t)ts.tv_nsec + fs->conf.flush_interval_ms * 1000000ULL;
 			ts.tv_sec += (time_t)(ns / 1000000000ULL);
 			ts.tv_nsec = (long)(ns % 1000000000ULL);
-			pthread_cond_timedwait(&fs->flusher_cond, &fs->lock, &ts);
+			tick =
+			    pthread_cond_timedwait(&fs->flusher_cond, &fs->lock, &ts) == ETIMEDOUT;
 			if (fs->stopping)
 				break;
 			reclaim = fs->reclaim_waiters > 0;
@@ -1158,9 +1164,13 @@ static void *flusher_main(void *arg)
 			e = nx;
 		}
 		batch_wait(fs, &batch);
-		pthread_mutex_unlock(&fs->lock);
-		cache_commit(fs);
-		pthread_mutex_lock(&fs->lock);
+		idle = started == 0;
+		if (started || tick) {
+			/* Attribute changes ride on the periodic tick. */
+			pthread_mutex_unlock(&fs->lock);
+			cache_commit(fs);
+			pthread_mutex_lock(&fs->lock);
+		}
 		if (!started && reclaim) {
 			/* Nothing to write: wake waiters so they re-check. */
 			pthread_cond_broadcast(&fs->cond);

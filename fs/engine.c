@@ -73,7 +73,8 @@ static void *prefetcher_main(void *arg)
 		size_t n = order_upcoming(fs->order, depth, keys);
 		for (size_t i = 0; i < n && fs->prefetch_inflight < fs->prefetch_max; i++) {
 			/* A block whose next access overwrites it needs no read. */
-			if (order_next_read(fs->order, keys[i]) != order_next_use(fs->order, keys[i]))
+			if (order_next_read(fs->order, keys[i]) !=
+			    order_next_use(fs->order, keys[i]))
 				continue;
 			struct inode *in = fs_inode_find(fs, keys[i] >> KEY_IDX_BITS);
 			if (!in || fs_inode_load_map(fs, in))

@@ -71,7 +71,8 @@ int fs_home_for(struct fs *fs, const struct meta_inode *attr, const char *path)
 	uint32_t rule_id = (attr->flags >> 8) & 0xffff;
 	if (rule_id)
 		return fs_tier_of_id(fs, (uint16_t)(rule_id - 1));
-	return -1;
+	/* No persistent tier configured: RAM is every file's home. */
+	return fs->stripe.n ? -1 : fs->ram;
 }
 
 int fs_inode_get(struct fs *fs, uint64_t ino, struct inode **out)

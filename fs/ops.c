@@ -348,6 +348,10 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 				flags |= META_F_VOLATILE;
 		}
 	}
+	/* Without a persistent tier nothing outlives the mount: say so, so the
+	 * next mount removes the file instead of showing its holes as data. */
+	if (S_ISREG(mode) && !fs->stripe.n)
+		flags |= META_F_VOLATILE;
 	struct meta_txn *t;
 	int rc = meta_txn_begin(fs->meta, true, &t);
 	if (rc)
