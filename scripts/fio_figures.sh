@@ -169,9 +169,9 @@ EOF
 					say "ram  jobs=$j round $r $side $rw: $(gbs "$bw") GB/s"
 				done
 			done
-			# tmpfs memory is needed by the RAM tier: drop the raw files
-			# between numjobs values only (a rewrite is the steady state).
 		done
+		# Files stay between rounds (a rewrite is the steady state); the
+		# next numjobs value uses other file sizes.
 		rm -f "$FIO_SHM"/raw/f.* "$FIO_SHM"/mnt/f.*
 	done
 	umount_tierfs
