@@ -64,6 +64,7 @@ DRAM_B=$(bytes "$FIO_DISK_RAM") || die "FIO_DISK_RAM=$FIO_DISK_RAM is not a size
 
 MNT=
 TIERFS_PID=
+WORK_LOG=$(mktemp /tmp/tierfs-fio-log.XXXXXX)
 RESULTS=$(mktemp /tmp/tierfs-fio-results.XXXXXX)
 
 # mount_tierfs CONF MNT: daemon in the foreground (so we own its pid), wait
@@ -98,6 +99,7 @@ cleanup() {
 		rm -rf "$FIO_SHM" "$FIO_DIR"
 	fi
 	rm -f "$RESULTS"
+	[ -s "$WORK_LOG" ] || rm -f "$WORK_LOG"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -251,7 +253,6 @@ EOF
 
 gbs() { python3 -c "print(f'{$1 / 1e9:.2f}')"; }
 
-WORK_LOG=$(mktemp /tmp/tierfs-fio-log.XXXXXX)
 say "load: $(uptime | sed 's/.*load/load/'); $(nproc) cpus; log $WORK_LOG"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for p in $FIO_PARTS; do
