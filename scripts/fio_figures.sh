@@ -18,7 +18,10 @@
 #         write+fsync  bytes / (fio time + `sync FILE`): everything durable;
 #         read hot     right after the write (the cache may hold the tail);
 #         read cold    after unmount + remount: every block comes from disk.
-#         Raw reads use O_DIRECT, so they are always cold.
+#         Raw reads use O_DIRECT, so they are always cold. Each round runs
+#         the writes of both sides, then the reads, the side that goes first
+#         alternating by round, so that no read directly follows its own
+#         write (the virtual disk keeps draining writes after they end).
 #
 # Environment (sizes take K/M/G, powers of 1024):
 #   FIO_PARTS      parts to run: "ram disk" [ram disk]
@@ -199,7 +202,7 @@ type = posix
 path = $FIO_DIR/tier
 capacity = $((DSIZE_B * 2 / 1048576 + 2048))M
 EOF
-	local j r side dir per t0 t1 secs bytes bw
+	local j r side dir per t0 t1 secs bytes bw sides
 	for j in $FIO_JOBS; do
 		per=$((DSIZE_B / j))
 		# Lay out the files once, unmeasured, on both sides.
@@ -208,7 +211,11 @@ EOF
 		fio_run "$FIO_DIR/out.json" "$FIO_DIR/mnt" write "$j" "$per" || return 1
 		umount_tierfs
 		for r in $(seq "$FIO_ROUNDS"); do
-			for side in raw tierfs; do
+			# Alternate which side goes first, and never read right
+			# after one's own write: the virtual disk drains writes
+			# for a while after they complete.
+			[ $((r % 2)) = 1 ] && sides="raw tierfs" || sides="tierfs raw"
+			for side in $sides; do
 				if [ $side = raw ]; then
 					dir=$FIO_DIR/raw
 				else
@@ -223,26 +230,39 @@ EOF
 				secs=$(fio_field "$FIO_DIR/out.json" write secs)
 				bytes=$(fio_field "$FIO_DIR/out.json" write bytes)
 				record disk write "$j" $side "$bw"
-				bw=$(python3 -c "print(int($bytes / ($secs + $t1 - $t0)))")
-				record disk write+fsync "$j" $side "$bw"
-				say "disk jobs=$j round $r $side write $(gbs "$(tail -2 "$RESULTS" | head -1 | cut -f5)") GB/s," \
-					"with fsync $(gbs "$bw") GB/s (sync $(python3 -c "print(round($t1 - $t0, 2))") s)"
-				fio_run "$FIO_DIR/out.json" "$dir" read "$j" "$per" || return 1
-				bw=$(fio_field "$FIO_DIR/out.json" read bw)
+				local wf
+				wf=$(python3 -c "print(int($bytes / ($secs + $t1 - $t0)))")
+				record disk write+fsync "$j" $side "$wf"
 				if [ $side = raw ]; then
+					say "disk jobs=$j round $r raw write $(gbs "$bw") GB/s," \
+						"with fsync $(gbs "$wf") GB/s"
+					continue
+				fi
+				# Hot: right after the write, the RAM tier may hold the tail.
+				fio_run "$FIO_DIR/out.json" "$dir" read "$j" "$per" || return 1
+				local hot
+				hot=$(fio_field "$FIO_DIR/out.json" read bw)
+				record disk "read hot" "$j" tierfs "$hot"
+				umount_tierfs
+				say "disk jobs=$j round $r tierfs write $(gbs "$bw") GB/s," \
+					"with fsync $(gbs "$wf") GB/s, read hot $(gbs "$hot") GB/s"
+			done
+			for side in $sides; do
+				if [ $side = raw ]; then
+					fio_run "$FIO_DIR/out.json" "$FIO_DIR/raw" read "$j" "$per" || return 1
+					bw=$(fio_field "$FIO_DIR/out.json" read bw)
+					# O_DIRECT: the raw read is both hot and cold.
 					record disk "read hot" "$j" raw "$bw"
 					record disk "read cold" "$j" raw "$bw"
-					say "disk jobs=$j round $r raw read: $(gbs "$bw") GB/s"
+					say "disk jobs=$j round $r raw read $(gbs "$bw") GB/s"
 				else
-					record disk "read hot" "$j" tierfs "$bw"
+					# Cold: a fresh mount has nothing cached.
+					mount_tierfs "$conf" "$FIO_DIR/mnt" || return 1
+					fio_run "$FIO_DIR/out.json" "$FIO_DIR/mnt" read "$j" "$per" || return 1
+					bw=$(fio_field "$FIO_DIR/out.json" read bw)
+					record disk "read cold" "$j" tierfs "$bw"
 					umount_tierfs
-					mount_tierfs "$conf" "$dir" || return 1
-					fio_run "$FIO_DIR/out.json" "$dir" read "$j" "$per" || return 1
-					local cold
-					cold=$(fio_field "$FIO_DIR/out.json" read bw)
-					record disk "read cold" "$j" tierfs "$cold"
-					umount_tierfs
-					say "disk jobs=$j round $r tierfs read hot $(gbs "$bw") cold $(gbs "$cold") GB/s"
+					say "disk jobs=$j round $r tierfs read cold $(gbs "$bw") GB/s"
 				fi
 			done
 		done
