@@ -38,14 +38,6 @@ struct pend {
 static struct pend *g_pend;
 static size_t g_npend, g_pend_cap;
 
-static void now_ts(int64_t *sec, uint32_t *nsec)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	*sec = ts.tv_sec;
-	*nsec = (uint32_t)ts.tv_nsec;
-}
-
 static int pend_add(uint64_t ino, uint64_t idx)
 {
 	if (g_npend == g_pend_cap) {
@@ -199,24 +191,32 @@ static bool any_flushable(struct fs *fs)
 	return false;
 }
 
+/* A new entry on a free RAM slot: 0, -ENOSPC (no free slot), -ENOMEM. */
+static int entry_new(struct fs *fs, struct centry **out)
+{
+	int64_t slot = tier_alloc(fs->tiers[fs->ram]);
+	if (slot < 0)
+		return -ENOSPC;
+	struct centry *e = calloc(1, sizeof(*e));
+	if (!e) {
+		tier_free(fs->tiers[fs->ram], (uint64_t)slot);
+		return -ENOMEM;
+	}
+	e->slot = (uint64_t)slot;
+	e->buf = tier_ram_ptr(fs->tiers[fs->ram], (uint64_t)slot);
+	fs->ncached++;
+	*out = e;
+	return 0;
+}
+
 /* A free RAM slot for a new entry, evicting or waiting for write-back.
  * Lock held; may drop it while waiting. */
 static int entry_alloc(struct fs *fs, struct centry **out)
 {
 	for (;;) {
-		int64_t slot = tier_alloc(fs->tiers[fs->ram]);
-		if (slot >= 0) {
-			struct centry *e = calloc(1, sizeof(*e));
-			if (!e) {
-				tier_free(fs->tiers[fs->ram], (uint64_t)slot);
-				return -ENOMEM;
-			}
-			e->slot = (uint64_t)slot;
-			e->buf = tier_ram_ptr(fs->tiers[fs->ram], (uint64_t)slot);
-			fs->ncached++;
-			*out = e;
-			return 0;
-		}
+		int rc = entry_new(fs, out);
+		if (rc != -ENOSPC)
+			return rc;
 		struct centry *v = pick_victim(fs);
 		if (v) {
 			atomic_fetch_add(&fs->stats.evictions, 1);
@@ -507,7 +507,7 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 			in->attr.size = off + done;
 	}
 	if (done) {
-		now_ts(&in->attr.mtime_sec, &in->attr.mtime_nsec);
+		fs_now(&in->attr.mtime_sec, &in->attr.mtime_nsec);
 		in->attr.ctime_sec = in->attr.mtime_sec;
 		in->attr.ctime_nsec = in->attr.mtime_nsec;
 		in->attr.mode &= ~(uint32_t)(S_ISUID | S_ISGID);
@@ -650,8 +650,9 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	struct prefetch_io *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	int64_t slot = tier_alloc(fs->tiers[fs->ram]);
-	if (slot < 0) {
+	struct centry *e;
+	int rc = entry_new(fs, &e);
+	if (rc == -ENOSPC) {
 		struct centry *v = pick_victim_before(fs, need_at);
 		if (!v) {
 			free(p);
@@ -659,21 +660,12 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 		}
 		atomic_fetch_add(&fs->stats.evictions, 1);
 		entry_drop(fs, v);
-		slot = tier_alloc(fs->tiers[fs->ram]);
-		if (slot < 0) {
-			free(p);
-			return 0;
-		}
+		rc = entry_new(fs, &e);
 	}
-	struct centry *e = calloc(1, sizeof(*e));
-	if (!e) {
-		tier_free(fs->tiers[fs->ram], (uint64_t)slot);
+	if (rc) {
 		free(p);
-		return -ENOMEM;
+		return rc == -ENOSPC ? 0 : rc;
 	}
-	e->slot = (uint64_t)slot;
-	e->buf = tier_ram_ptr(fs->tiers[fs->ram], (uint64_t)slot);
-	fs->ncached++;
 	e->inode = in;
 	e->idx = idx;
 	e->refs = 1; /* held by the read until it completes */
@@ -697,7 +689,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	p->io.done = prefetch_done;
 	struct tier *t = fs->tiers[b->tier];
 	pthread_mutex_unlock(&fs->lock);
-	int rc = tier_submit(t, &p->io);
+	rc = tier_submit(t, &p->io);
 	if (rc) {
 		p->io.result = rc;
 		p->io.tier = t;

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "fs/fs.h"
+#include "fs/strbuf.h"
 
 #define CTL_TIER_SHIFT 48
 #define CTL_REAL_MASK  ((1ULL << CTL_TIER_SHIFT) - 1)
@@ -268,43 +269,14 @@ struct ctl_file {
 	size_t len;
 };
 
-static int appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-{
-	for (;;) {
-		va_list ap;
-		va_start(ap, fmt);
-		int n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? *cap - *len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0)
-			return -EINVAL;
-		if (*buf && *len + (size_t)n < *cap) {
-			*len += (size_t)n;
-			return 0;
-		}
-		size_t nc = *cap ? *cap * 2 : 4096;
-		while (nc < *len + (size_t)n + 1)
-			nc *= 2;
-		char *nb = realloc(*buf, nc);
-		if (!nb)
-			return -ENOMEM;
-		*buf = nb;
-		*cap = nc;
-	}
-}
-
 int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 {
-	char *b = NULL;
-	size_t len = 0, cap = 0;
-	int rc = 0;
-	for (int i = 0; !rc && i < fs->conf.ntiers; i++) {
+	struct strbuf sb = {0};
+	for (int i = 0; i < fs->conf.ntiers; i++) {
 		struct tier_stats s;
 		tier_get_stats(fs->tiers[i], &s);
-		rc = appendf(
-		    &b, &len, &cap,
+		strbuf_printf(
+		    &sb,
 		    "tier %s type=%s persistent=%s blocks=%llu capacity_blocks=%llu "
 		    "reads=%llu bytes_read=%llu writes=%llu bytes_written=%llu "
 		    "errors=%llu checksum_errors=%llu bw_read=%llu bw_write=%llu\n",
@@ -321,26 +293,25 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	uint64_t cached = fs->ncached, dirty = fs->ndirty, pinned = fs->npinned;
 	pthread_mutex_unlock(&fs->lock);
 	uint64_t hits = atomic_load(&fs->stats.hits), misses = atomic_load(&fs->stats.misses);
-	if (!rc)
-		rc = appendf(&b, &len, &cap,
-			     "cache blocks=%llu dirty=%llu pinned=%llu hits=%llu misses=%llu "
-			     "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu\n",
-			     (unsigned long long)cached, (unsigned long long)dirty,
-			     (unsigned long long)pinned, (unsigned long long)hits,
-			     (unsigned long long)misses,
-			     hits + misses ? (double)hits / (double)(hits + misses) : 0.0,
-			     (unsigned long long)atomic_load(&fs->stats.evictions),
-			     (unsigned long long)atomic_load(&fs->stats.flushes),
-			     (unsigned long long)atomic_load(&fs->stats.flush_bytes));
+	strbuf_printf(&sb,
+		      "cache blocks=%llu dirty=%llu pinned=%llu hits=%llu misses=%llu "
+		      "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu\n",
+		      (unsigned long long)cached, (unsigned long long)dirty,
+		      (unsigned long long)pinned, (unsigned long long)hits,
+		      (unsigned long long)misses,
+		      hits + misses ? (double)hits / (double)(hits + misses) : 0.0,
+		      (unsigned long long)atomic_load(&fs->stats.evictions),
+		      (unsigned long long)atomic_load(&fs->stats.flushes),
+		      (unsigned long long)atomic_load(&fs->stats.flush_bytes));
 	char line[512];
-	if (!rc && engine_stats_text(fs, line, sizeof(line)) > 0)
-		rc = appendf(&b, &len, &cap, "%s", line);
-	if (rc) {
-		free(b);
-		return rc;
+	if (engine_stats_text(fs, line, sizeof(line)) > 0)
+		strbuf_printf(&sb, "%s", line);
+	if (sb.err) {
+		free(sb.p);
+		return sb.err;
 	}
-	*out = b;
-	*outlen = len;
+	*out = sb.p;
+	*outlen = sb.len;
 	return 0;
 }
 

@@ -147,6 +147,8 @@ void fs_inode_drop(struct fs *fs, struct inode *in); /* lock held: remove from t
 int fs_attr_to_stat(struct fs *fs, const struct inode *in, struct stat *st);
 int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size); /* no lock needed */
 int fs_tier_of_id(struct fs *fs, uint16_t id);
+int fs_name_in_dir(struct meta_txn *t, uint64_t parent, uint64_t ino, char *name);
+void fs_now(int64_t *sec, uint32_t *nsec);
 int fs_home_for(struct fs *fs, const struct meta_inode *attr, const char *path);
 
 /* cache.c */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "fs/fs.h"
 
@@ -52,6 +53,14 @@ static int itab_grow(struct fs *fs)
 	}
 	free(old);
 	return 0;
+}
+
+void fs_now(int64_t *sec, uint32_t *nsec)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	*sec = ts.tv_sec;
+	*nsec = (uint32_t)ts.tv_nsec;
 }
 
 int fs_tier_of_id(struct fs *fs, uint16_t id)
@@ -212,7 +221,7 @@ int fs_attr_to_stat(struct fs *fs, const struct inode *in, struct stat *st)
 
 struct find_name {
 	uint64_t ino;
-	char name[NAME_MAX + 1];
+	char *name;
 };
 
 static int find_name_cb(const char *name, uint64_t ino, void *arg)
@@ -220,8 +229,16 @@ static int find_name_cb(const char *name, uint64_t ino, void *arg)
 	struct find_name *f = arg;
 	if (ino != f->ino)
 		return 0;
-	snprintf(f->name, sizeof(f->name), "%s", name);
+	snprintf(f->name, NAME_MAX + 1, "%s", name);
 	return 1;
+}
+
+/* A name of INO in directory PARENT (NAME holds NAME_MAX + 1): 0, -ENOENT. */
+int fs_name_in_dir(struct meta_txn *t, uint64_t parent, uint64_t ino, char *name)
+{
+	struct find_name f = {ino, name};
+	int rc = meta_dir_iter(t, parent, find_name_cb, &f);
+	return rc < 0 ? rc : rc ? 0 : -ENOENT;
 }
 
 /* The path of INO from the mount root ("/a/b"), by walking parent links.
@@ -242,21 +259,16 @@ int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size)
 			rc = rc ? rc : -ENOENT;
 			goto out;
 		}
-		struct find_name f = {.ino = cur};
-		rc = meta_dir_iter(t, a.parent, find_name_cb, &f);
-		if (rc < 0)
+		char name[NAME_MAX + 1];
+		if ((rc = fs_name_in_dir(t, a.parent, cur, name)))
 			goto out;
-		if (rc == 0) {
-			rc = -ENOENT;
-			goto out;
-		}
-		size_t l = strlen(f.name);
+		size_t l = strlen(name);
 		if (l + 1 > pos) {
 			rc = -ENAMETOOLONG;
 			goto out;
 		}
 		pos -= l;
-		memcpy(tmp + pos, f.name, l);
+		memcpy(tmp + pos, name, l);
 		tmp[--pos] = '/';
 		cur = a.parent;
 	}

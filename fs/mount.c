@@ -108,22 +108,6 @@ static int collect_doomed(const struct meta_inode *in, void *arg)
 	return 0;
 }
 
-struct find_child {
-	uint64_t ino;
-	char name[NAME_MAX + 1];
-	int found;
-};
-
-static int find_child_cb(const char *name, uint64_t ino, void *arg)
-{
-	struct find_child *f = arg;
-	if (ino != f->ino)
-		return 0;
-	snprintf(f->name, sizeof(f->name), "%s", name);
-	f->found = 1;
-	return 1;
-}
-
 /* Files that must not outlive a mount: unlinked ones still open when the
  * daemon stopped, and volatile ones (persistent = no), whose blocks were
  * never made durable. */
@@ -143,12 +127,9 @@ static int remove_doomed(struct fs *fs)
 		if (meta_inode_get(t, d.ino[i], &a))
 			continue;
 		/* Every name of it goes; its parent link leads to one. */
-		while (a.nlink && a.parent) {
-			struct find_child f = {.ino = a.ino};
-			rc = meta_dir_iter(t, a.parent, find_child_cb, &f);
-			if (rc < 0 || !f.found)
-				break;
-			if ((rc = meta_dirent_del(t, a.parent, f.name)))
+		char name[NAME_MAX + 1];
+		while (a.nlink && a.parent && !fs_name_in_dir(t, a.parent, a.ino, name)) {
+			if ((rc = meta_dirent_del(t, a.parent, name)))
 				break;
 			a.nlink--;
 		}

@@ -25,24 +25,16 @@
 
 struct fs *g_fs;
 
-static void now_ts(int64_t *sec, uint32_t *nsec)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	*sec = ts.tv_sec;
-	*nsec = (uint32_t)ts.tv_nsec;
-}
-
 static void touch_mc(struct meta_inode *a) /* mtime and ctime = now */
 {
-	now_ts(&a->mtime_sec, &a->mtime_nsec);
+	fs_now(&a->mtime_sec, &a->mtime_nsec);
 	a->ctime_sec = a->mtime_sec;
 	a->ctime_nsec = a->mtime_nsec;
 }
 
 static void touch_c(struct meta_inode *a)
 {
-	now_ts(&a->ctime_sec, &a->ctime_nsec);
+	fs_now(&a->ctime_sec, &a->ctime_nsec);
 }
 
 /* The newest attributes of INO: the in-memory copy when loaded. Inside a
@@ -273,13 +265,13 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && S_ISREG(a->mode))
 		a->mode &= ~(uint32_t)(S_ISUID | S_ISGID);
 	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
-		now_ts(&a->atime_sec, &a->atime_nsec);
+		fs_now(&a->atime_sec, &a->atime_nsec);
 	else if (to_set & FUSE_SET_ATTR_ATIME) {
 		a->atime_sec = attr->st_atim.tv_sec;
 		a->atime_nsec = (uint32_t)attr->st_atim.tv_nsec;
 	}
 	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-		now_ts(&a->mtime_sec, &a->mtime_nsec);
+		fs_now(&a->mtime_sec, &a->mtime_nsec);
 	else if (to_set & FUSE_SET_ATTR_MTIME) {
 		a->mtime_sec = attr->st_mtim.tv_sec;
 		a->mtime_nsec = (uint32_t)attr->st_mtim.tv_nsec;

@@ -13,7 +13,6 @@
  * listxattr except on the inodes they apply to.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,52 +20,14 @@
 #include <sys/xattr.h>
 
 #include "fs/fs.h"
+#include "fs/strbuf.h"
 
 #define X_PLACEMENT "user.tierfs.placement"
 #define X_BLOCKS    "user.tierfs.blocks"
 #define X_PIN	    "user.tierfs.pin"
 #define X_TIERS	    "user.tierfs.tiers"
 
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	int err;
-};
-
-static void sb_printf(struct sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(struct sbuf *s, const char *fmt, ...)
-{
-	if (s->err)
-		return;
-	for (;;) {
-		va_list ap;
-		va_start(ap, fmt);
-		size_t room = s->cap - s->len;
-		int n = vsnprintf(s->p ? s->p + s->len : NULL, s->p ? room : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			s->err = -EINVAL;
-			return;
-		}
-		if (s->p && (size_t)n < room) {
-			s->len += (size_t)n;
-			return;
-		}
-		size_t nc = s->cap ? s->cap * 2 : 256;
-		while (nc < s->len + (size_t)n + 1)
-			nc *= 2;
-		char *np = realloc(s->p, nc);
-		if (!np) {
-			s->err = -ENOMEM;
-			return;
-		}
-		s->p = np;
-		s->cap = nc;
-	}
-}
-
-static void fmt_blocks(struct fs *fs, struct inode *in, struct sbuf *s)
+static void fmt_blocks(struct fs *fs, struct inode *in, struct strbuf *s)
 {
 	uint64_t nb = (in->attr.size + fs->bs - 1) / fs->bs;
 	if (nb > in->nblocks)
@@ -83,13 +44,13 @@ static void fmt_blocks(struct fs *fs, struct inode *in, struct sbuf *s)
 				in_run = true;
 			} else if (!on && in_run) {
 				in_run = false;
-				sb_printf(s, "%s%s%s", any ? "," : (first_tier ? "" : " "),
-					  any ? "" : fs->conf.tiers[t].name, any ? "" : ":");
+				strbuf_printf(s, "%s%s%s", any ? "," : (first_tier ? "" : " "),
+					      any ? "" : fs->conf.tiers[t].name, any ? "" : ":");
 				if (i - 1 == run_start)
-					sb_printf(s, "%llu", (unsigned long long)run_start);
+					strbuf_printf(s, "%llu", (unsigned long long)run_start);
 				else
-					sb_printf(s, "%llu-%llu", (unsigned long long)run_start,
-						  (unsigned long long)(i - 1));
+					strbuf_printf(s, "%llu-%llu", (unsigned long long)run_start,
+						      (unsigned long long)(i - 1));
 				any = true;
 				first_tier = false;
 			}
@@ -98,16 +59,16 @@ static void fmt_blocks(struct fs *fs, struct inode *in, struct sbuf *s)
 }
 
 /* Compute a tierfs attribute into S. -ENODATA if it does not apply. */
-static int tierfs_attr(struct fs *fs, uint64_t ino, const char *name, struct sbuf *s)
+static int tierfs_attr(struct fs *fs, uint64_t ino, const char *name, struct strbuf *s)
 {
 	if (!strcmp(name, X_TIERS)) {
 		if (ino != META_ROOT_INO)
 			return -ENODATA;
 		for (int i = 0; i < fs->conf.ntiers; i++)
-			sb_printf(s, "%s %s %llu %llu\n", fs->conf.tiers[i].name,
-				  tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
-				  (unsigned long long)tier_slots_used(fs->tiers[i]) * fs->bs,
-				  (unsigned long long)tier_slots_total(fs->tiers[i]) * fs->bs);
+			strbuf_printf(s, "%s %s %llu %llu\n", fs->conf.tiers[i].name,
+				      tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
+				      (unsigned long long)tier_slots_used(fs->tiers[i]) * fs->bs,
+				      (unsigned long long)tier_slots_total(fs->tiers[i]) * fs->bs);
 		return s->err;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -123,8 +84,8 @@ static int tierfs_attr(struct fs *fs, uint64_t ino, const char *name, struct sbu
 		bool first = true;
 		for (int t = 0; t < fs->conf.ntiers; t++)
 			if (bytes[t]) {
-				sb_printf(s, "%s%s=%llu", first ? "" : " ", fs->conf.tiers[t].name,
-					  (unsigned long long)bytes[t]);
+				strbuf_printf(s, "%s%s=%llu", first ? "" : " ",
+					      fs->conf.tiers[t].name, (unsigned long long)bytes[t]);
 				first = false;
 			}
 	} else if (!rc && !strcmp(name, X_BLOCKS)) {
@@ -135,7 +96,7 @@ static int tierfs_attr(struct fs *fs, uint64_t ino, const char *name, struct sbu
 		if (t < 0)
 			rc = -ENODATA;
 		else
-			sb_printf(s, "%s", fs->conf.tiers[t].name);
+			strbuf_printf(s, "%s", fs->conf.tiers[t].name);
 	} else if (!rc) {
 		rc = -ENODATA;
 	}
@@ -166,7 +127,7 @@ void xattr_get(fuse_req_t req, uint64_t ino, const char *name, size_t size)
 		return;
 	}
 	if (is_tierfs_name(name)) {
-		struct sbuf s = {0};
+		struct strbuf s = {0};
 		int rc = tierfs_attr(fs, ino, name, &s);
 		if (rc)
 			fuse_reply_err(req, -rc);
@@ -279,7 +240,7 @@ void xattr_list(fuse_req_t req, uint64_t ino, size_t size)
 		return;
 	}
 	int n = meta_xattr_list(t, ino, NULL, 0);
-	struct sbuf s = {0};
+	struct strbuf s = {0};
 	if (n > 0) {
 		s.p = malloc((size_t)n + 1);
 		s.cap = (size_t)n + 1;
@@ -296,14 +257,13 @@ void xattr_list(fuse_req_t req, uint64_t ino, size_t size)
 	if (!s.err && reg) {
 		const char *names[] = {X_PLACEMENT, X_BLOCKS};
 		for (size_t i = 0; i < 2; i++) {
-			sb_printf(&s, "%s", names[i]);
-			sb_printf(&s, "%c", 0);
+			strbuf_printf(&s, "%s", names[i]);
+			strbuf_nul(&s);
 		}
-		/* vsnprintf cannot write a NUL as content: fix the lengths. */
 	}
 	if (!s.err && ino == META_ROOT_INO) {
-		sb_printf(&s, "%s", X_TIERS);
-		sb_printf(&s, "%c", 0);
+		strbuf_printf(&s, "%s", X_TIERS);
+		strbuf_nul(&s);
 	}
 	if (s.err)
 		fuse_reply_err(req, -s.err);
