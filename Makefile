@@ -43,7 +43,8 @@ ITEST_BIN := $(ITEST_SRC:tests/integration/%.c=$(BUILD)/tests/bin/%)
 
 ALL_TARGETS := $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN)
 
-.PHONY: all deps test demo bench format clean check-format
+.PHONY: all deps test demo bench format clean check-format install uninstall
+PREFIX ?= /usr/local
 all: $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) module-all
 
 $(BUILD)/obj/%.o: %.c
@@ -93,6 +94,18 @@ format:
 
 check-format:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cu')
+
+# /usr/local/bin is on the fixed PATH mount(8) gives mount.fuse3, so fstab
+# lines "CONFIG MOUNTPOINT fuse.tierfs defaults 0 0" find the daemon there.
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+	install -m 755 build/tierfs build/tierfs-update $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 build/libtierfs_update.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 cuda_update/tierfs_update.h $(DESTDIR)$(PREFIX)/include/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/tierfs $(DESTDIR)$(PREFIX)/bin/tierfs-update \
+	      $(DESTDIR)$(PREFIX)/lib/libtierfs_update.so $(DESTDIR)$(PREFIX)/include/tierfs_update.h
 
 clean:
 	rm -rf build build-san

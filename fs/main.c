@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "fs/fs.h"
@@ -65,6 +66,85 @@ static int lock_metadata(const char *dir)
 		return fd;
 	close(fd);
 	return -1;
+}
+
+/*
+ * Detaching. libfuse's fuse_daemonize() forks after the mount, but by then
+ * the tiers' completion threads and the flusher run, and a forked child
+ * keeps only the calling thread. So fork first, before any thread exists:
+ * the parent waits on a pipe for the child's verdict (0 mounted, else an
+ * exit status) and exits with it, so mount errors still reach the caller.
+ * The child's stderr, where every module logs, goes to syslog.
+ */
+static int ready_fd = -1;
+
+static void *stderr_to_syslog(void *arg)
+{
+	FILE *f = fdopen((int)(intptr_t)arg, "r");
+	char line[1024];
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		syslog(LOG_NOTICE, "%s", strncmp(line, "tierfs: ", 8) ? line : line + 8);
+	}
+	return NULL;
+}
+
+static int detach_begin(void)
+{
+	int p[2];
+	if (pipe(p)) {
+		perror("tierfs: pipe");
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("tierfs: fork");
+		return -1;
+	}
+	if (pid > 0) {
+		close(p[1]);
+		unsigned char status = 1;
+		ssize_t n;
+		while ((n = read(p[0], &status, 1)) < 0 && errno == EINTR)
+			;
+		_exit(n == 1 ? status : 1);
+	}
+	close(p[0]);
+	ready_fd = p[1];
+	if (setsid() < 0)
+		perror("tierfs: setsid");
+	return 0;
+}
+
+/* Tell the waiting parent how it went; on success leave the terminal. */
+static void detach_end(int status)
+{
+	if (ready_fd < 0)
+		return;
+	if (status == 0) {
+		int null = open("/dev/null", O_RDWR);
+		int lp[2];
+		pthread_t th;
+		if (null >= 0) {
+			dup2(null, STDIN_FILENO);
+			dup2(null, STDOUT_FILENO);
+			close(null);
+		}
+		openlog("tierfs", LOG_PID, LOG_DAEMON);
+		if (!pipe(lp) &&
+		    !pthread_create(&th, NULL, stderr_to_syslog, (void *)(intptr_t)lp[0])) {
+			dup2(lp[1], STDERR_FILENO);
+			close(lp[1]);
+			pthread_detach(th);
+		}
+		if (chdir("/"))
+			syslog(LOG_WARNING, "chdir /: %m");
+	}
+	unsigned char b = (unsigned char)status;
+	if (write(ready_fd, &b, 1) != 1)
+		syslog(LOG_WARNING, "could not report to the parent: %m");
+	close(ready_fd);
+	ready_fd = -1;
 }
 
 int main(int argc, char **argv)
@@ -150,14 +230,19 @@ int main(int argc, char **argv)
 		free(user_opts);
 	}
 
-	int lockfd = lock_metadata(fs.conf.metadata);
-	if (lockfd < 0)
+	if (!foreground && detach_begin())
 		return 1;
+	int lockfd = lock_metadata(fs.conf.metadata);
+	if (lockfd < 0) {
+		detach_end(1);
+		return 1;
+	}
 
 	int rc = fs_mount_prepare(&fs);
 	if (rc) {
 		fprintf(stderr, "tierfs: %s: cannot start: %s\n", conf_path, strerror(-rc));
 		fs_unmount_finish(&fs);
+		detach_end(1);
 		return 1;
 	}
 
@@ -176,8 +261,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tierfs: cannot mount on %s\n", mnt);
 		goto out_sig;
 	}
-	if (fuse_daemonize(foreground))
-		goto out_unmount;
+	detach_end(0);
 	if (single) {
 		ret = fuse_session_loop(se);
 	} else {
@@ -198,6 +282,7 @@ out_sig:
 out_se:
 	fuse_session_destroy(se);
 out_fs:
+	detach_end(1);		   /* no-op once reported */
 	fuse_opt_free_args(&args); /* libfuse may have grown it */
 	fs_unmount_finish(&fs);
 	close(lockfd);
