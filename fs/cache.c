@@ -395,6 +395,29 @@ static void entry_put(struct fs *fs, struct centry *e)
 
 /* ---- data path ---------------------------------------------------------- */
 
+/* Blocks read ahead of a sequential reader, per tier of the stripe. */
+#define READAHEAD_PER_TIER 8
+
+/* Sequential reads of blocks on persistent tiers: start loading the next
+ * blocks now, into free RAM only, so every tier of the stripe is busy while
+ * the reader works through what it has (a reader alone keeps ~8 requests in
+ * flight through FUSE, too few to drive several devices). Once the access
+ * order is learned, the prefetcher does this job better. Lock held. */
+static void read_ahead(struct fs *fs, struct inode *in, uint64_t first, uint64_t last)
+{
+	bool seq = first == in->ra_next || (first == 0 && last > 0);
+	in->ra_next = last + 1;
+	if (!seq || fs->learned || !fs->stripe.n)
+		return;
+	uint64_t window = READAHEAD_PER_TIER * (uint64_t)fs->stripe.n;
+	for (uint64_t i = last + 1; i <= last + window && i < in->nblocks; i++) {
+		if (fs->prefetch_inflight >= fs->prefetch_max + window)
+			break;
+		if (i * fs->bs >= in->attr.size || cache_prefetch(fs, in, i, UINT64_MAX) < 0)
+			break;
+	}
+}
+
 int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_req_t req)
 {
 	pthread_mutex_lock(&fs->lock);
@@ -441,6 +464,7 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 		iov[i].iov_len = blen;
 		got += blen;
 	}
+	read_ahead(fs, in, first, last);
 	pthread_mutex_unlock(&fs->lock);
 	/* The reply copies into the kernel before returning: the references
 	 * keep the buffers in place until then. */
@@ -652,7 +676,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 		return -ENOMEM;
 	struct centry *e;
 	int rc = entry_new(fs, &e);
-	if (rc == -ENOSPC) {
+	if (rc == -ENOSPC && need_at != UINT64_MAX) {
 		struct centry *v = pick_victim_before(fs, need_at);
 		if (!v) {
 			free(p);

@@ -47,6 +47,7 @@ struct inode {
 	uint64_t nblocks;
 	uint64_t ndirty;     /* dirty cached blocks */
 	uint64_t nflushing;  /* blocks being written back */
+	uint64_t ra_next;    /* block a sequential reader asks for next (readahead) */
 	struct inode *hnext; /* inode hash chain */
 };
 
@@ -175,7 +176,8 @@ uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx);	   /* lock
 int engine_stats_text(struct fs *fs, char *buf, size_t size);
 /* cache.c, for the prefetcher: start loading block IDX of IN if it is not
  * cached and a slot can be had without evicting anything needed before
- * NEED_AT. Lock held. Returns 1 if started, 0 if not worth it, -errno. */
+ * NEED_AT (UINT64_MAX: free slots only, evict nothing). Lock held (dropped
+ * while submitting). Returns 1 if started, 0 if not worth it, -errno. */
 int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at);
 
 /* ctl.c — the read-only .tierfs view */
