@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +256,11 @@ int main(int argc, char **argv)
 		goto out_fs;
 	}
 	fs.se = se;
+	/* A daemon started in the background by a script inherits SIGINT
+	 * ignored, and libfuse only catches signals left at their default:
+	 * an explicit kill -INT must still end it cleanly. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	if (fuse_set_signal_handlers(se))
 		goto out_se;
 	if (fuse_session_mount(se, mnt)) {
