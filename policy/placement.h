@@ -22,10 +22,10 @@
 
 struct stripe {
 	int n;
-	int tier[CONF_MAX_TIERS];	/* config tier indexes */
+	int tier[CONF_MAX_TIERS]; /* config tier indexes */
 	uint64_t weight[CONF_MAX_TIERS];
-	int seqlen;			/* length of one round of the pattern */
-	int seq[STRIPE_SEQ_MAX];	/* config tier index per position in a round */
+	int seqlen;		 /* length of one round of the pattern */
+	int seq[STRIPE_SEQ_MAX]; /* config tier index per position in a round */
 };
 
 /* Build the pattern for N tiers with the given weights (all > 0). Weights

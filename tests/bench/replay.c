@@ -55,10 +55,8 @@ struct opts {
 	bool pipeline;
 	bool verify;
 	const char *stats, *stats_out; /* copy FILE into DIR after each phase (rank 0) */
-	bool verify_only;
-	bool state_only;
-	    /* verify param/exp_avg/exp_avg_sq, not gradients */ /* files already hold the content
-								    after --steps steps */
+	bool verify_only;	       /* files already hold the content after --steps steps */
+	bool state_only;	       /* verify param/exp_avg/exp_avg_sq, not gradients */
 	const char *json;
 	int grad_files; /* gradient files per sub-group */
 	int qd;
