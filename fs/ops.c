@@ -649,6 +649,19 @@ abort:
 	fuse_reply_err(req, -rc);
 }
 
+/* Drop an open reference; delete the inode if that was the last hold on
+ * an unlinked file. */
+static void close_inode(fuse_ino_t ino)
+{
+	struct fs *fs = g_fs;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in = fs_inode_find(fs, ino);
+	if (in && in->nopen)
+		in->nopen--;
+	pthread_mutex_unlock(&fs->lock);
+	inode_maybe_delete(fs, ino);
+}
+
 static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = g_fs;
@@ -685,8 +698,8 @@ static void tfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
-		/* The caller was interrupted: undo the open. */
-		forget_one(g_fs, 0, 0);
+		/* The caller was interrupted: no release will come. */
+		close_inode(ino);
 }
 
 static void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -715,7 +728,11 @@ static void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	}
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
-	fuse_reply_create(req, &e, fi);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		/* Interrupted: the kernel holds neither the entry nor the file. */
+		forget_one(fs, ino, 1);
+		close_inode(ino);
+	}
 }
 
 static struct inode *get_open_inode(fuse_ino_t ino)
@@ -774,18 +791,12 @@ static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void tfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = g_fs;
 	if (ctl_ino(ino)) {
 		ctl_release(req, ino, fi);
 		return;
 	}
-	pthread_mutex_lock(&fs->lock);
-	struct inode *in = fs_inode_find(fs, ino);
-	if (in && in->nopen)
-		in->nopen--;
-	pthread_mutex_unlock(&fs->lock);
 	fuse_reply_err(req, 0);
-	inode_maybe_delete(fs, ino);
+	close_inode(ino);
 }
 
 static void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
