@@ -632,6 +632,23 @@ uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes)
 	return total;
 }
 
+/* Hand IO to tier T with fs->lock dropped (a callback may run inline and
+ * takes the lock). A rejected I/O completes through its own done callback
+ * with the error, so callers have one completion path. Lock held on entry
+ * and on return. */
+static int submit_unlocked(struct fs *fs, struct tier *t, struct tier_io *io)
+{
+	pthread_mutex_unlock(&fs->lock);
+	int rc = tier_submit(t, io);
+	if (rc) {
+		io->result = rc;
+		io->tier = t;
+		io->done(io);
+	}
+	pthread_mutex_lock(&fs->lock);
+	return rc;
+}
+
 /* ---- prefetch ----------------------------------------------------------- */
 
 struct prefetch_io {
@@ -711,15 +728,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	p->io.csum = b->csum;
 	p->io.buf = e->buf;
 	p->io.done = prefetch_done;
-	struct tier *t = fs->tiers[b->tier];
-	pthread_mutex_unlock(&fs->lock);
-	rc = tier_submit(t, &p->io);
-	if (rc) {
-		p->io.result = rc;
-		p->io.tier = t;
-		prefetch_done(&p->io);
-	}
-	pthread_mutex_lock(&fs->lock);
+	rc = submit_unlocked(fs, fs->tiers[b->tier], &p->io);
 	return rc ? rc : 1;
 }
 
@@ -801,17 +810,8 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	f->io.slot = b->slot;
 	f->io.buf = e->buf;
 	f->io.done = flush_done;
-	struct tier *t = fs->tiers[b->tier];
-	pthread_mutex_unlock(&fs->lock);
-	rc = tier_submit(t, &f->io);
-	pthread_mutex_lock(&fs->lock);
-	if (rc) {
-		f->io.result = rc;
-		f->io.tier = t;
-		pthread_mutex_unlock(&fs->lock);
-		flush_done(&f->io);
-		pthread_mutex_lock(&fs->lock);
-	}
+	/* A rejected write-back is reported through batch->err by flush_done. */
+	submit_unlocked(fs, fs->tiers[b->tier], &f->io);
 	return 0;
 }
 

@@ -589,6 +589,19 @@ static int seek_prefix(struct meta_txn *t, MDB_cursor *c, const unsigned char *p
 	return k->mv_size >= plen && memcmp(k->mv_data, prefix, plen) == 0;
 }
 
+/* Step C to the next key; 1 still inside PREFIX's range (plen 0: any key),
+ * 0 past it or at the end, -errno. The twin of seek_prefix for the walks. */
+static int next_in_prefix(struct meta_txn *t, MDB_cursor *c, const unsigned char *prefix,
+			  size_t plen, MDB_val *k, MDB_val *v, const char *op)
+{
+	int rc = mdb_cursor_get(c, k, v, MDB_NEXT);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return fail(t->m, op, rc);
+	return k->mv_size >= plen && memcmp(k->mv_data, prefix, plen) == 0;
+}
+
 int meta_dir_is_empty(struct meta_txn *t, uint64_t parent)
 {
 	unsigned char kb[8];
@@ -632,13 +645,7 @@ int meta_dir_iter(struct meta_txn *t, uint64_t parent,
 		memcpy(&ino, v.mv_data, sizeof(ino));
 		if ((ret = fn(name, ino, arg)) != 0)
 			break;
-		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-		if (rc == MDB_NOTFOUND)
-			ret = 0;
-		else if (rc)
-			ret = fail(t->m, "dir iter next", rc);
-		else
-			ret = k.mv_size >= 8 && memcmp(k.mv_data, kb, 8) == 0;
+		ret = next_in_prefix(t, c, kb, 8, &k, &v, "dir iter next");
 	}
 	mdb_cursor_close(c);
 	return ret;
@@ -725,13 +732,7 @@ int meta_xattr_list(struct meta_txn *t, uint64_t ino, char *buf, size_t size)
 			ret = -E2BIG;
 			break;
 		}
-		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-		if (rc == MDB_NOTFOUND)
-			ret = 0;
-		else if (rc)
-			ret = fail(t->m, "xattr list next", rc);
-		else
-			ret = k.mv_size >= 8 && memcmp(k.mv_data, kb, 8) == 0;
+		ret = next_in_prefix(t, c, kb, 8, &k, &v, "xattr list next");
 	}
 	mdb_cursor_close(c);
 	return ret < 0 ? ret : (int)total;
@@ -845,13 +846,7 @@ static int block_walk(struct meta_txn *t, const unsigned char kb[16], bool one_i
 		const unsigned char *p = k.mv_data;
 		if ((ret = fn(get_be64(p), get_be64(p + 8), &b, arg)) != 0)
 			break;
-		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-		if (rc == MDB_NOTFOUND)
-			ret = 0;
-		else if (rc)
-			ret = fail(t->m, "block iter next", rc);
-		else
-			ret = !one_ino || (k.mv_size >= 8 && memcmp(k.mv_data, kb, 8) == 0);
+		ret = next_in_prefix(t, c, kb, one_ino ? 8 : 0, &k, &v, "block iter next");
 	}
 	mdb_cursor_close(c);
 	return ret;
