@@ -24,10 +24,9 @@
 
 #include "policy/order.h"
 
-#define ORDER_KPOS   4	  /* positions remembered per key while learning */
-#define ORDER_NCAND  8	  /* candidate periods tried at once */
-#define ORDER_HIST_W 128  /* widest window a candidate check uses */
-#define ORDER_RETRO  4096 /* accesses before a candidate's start checked by retro_ok */
+#define ORDER_KPOS   4	 /* positions remembered per key while learning */
+#define ORDER_NCAND  8	 /* candidate periods tried at once */
+#define ORDER_HIST_W 128 /* widest window a candidate check uses */
 
 struct ent {
 	uint64_t key;
@@ -143,11 +142,14 @@ static void push_pos(struct ent *e, uint32_t p)
 
 /* Whether e occurred within +-w of position target (may be negative);
  * each such occurrence is counted in hist at its offset. */
-static bool near(const struct ent *e, int64_t target, int64_t w, uint32_t *hist)
+static bool near(const struct order *o, const struct ent *e, int64_t target, int64_t w, bool write,
+		 uint32_t *hist)
 {
 	unsigned n = e->npos < ORDER_KPOS ? e->npos : ORDER_KPOS;
 	bool found = false;
 	for (unsigned j = 0; j < n; j++) {
+		if (o->recw[e->pos[j]] != write)
+			continue;
 		int64_t d = (int64_t)e->pos[j] - target;
 		if (d >= -w && d <= w) {
 			hist[d + ORDER_HIST_W]++;
@@ -223,30 +225,6 @@ static void slide(struct order *o)
 	}
 }
 
-/* A candidate checks only accesses after it was spawned, so a false period
- * that holds for a while (a sub-group read, then written: "lag = sub-group
- * size" holds over the writes) would pass. Before trusting one, check the
- * stretch just before its start too, where such a period fails. Brute force
- * over the window: O(ORDER_RETRO * window), paid once per span accesses. */
-static bool retro_ok(const struct order *o, const struct cand *k)
-{
-	int64_t w = cand_window(o, k->lag);
-	int64_t start = k->start, lag = k->lag;
-	int64_t lo = start - ORDER_RETRO;
-	if (lo < lag + w)
-		lo = lag + w;
-	if (lo >= start)
-		return true;
-	int64_t miss = 0;
-	for (int64_t j = lo; j < start; j++) {
-		bool found = false;
-		for (int64_t x = j - lag - w; x <= j - lag + w && !found; x++)
-			found = o->rec[x] == o->rec[j];
-		miss += !found;
-	}
-	return (double)miss <= (1.0 - o->threshold) * (double)(start - lo);
-}
-
 /* The last `lag` recorded accesses become the cycle. O(lag), and a
  * candidate needs at least lag accesses to get here. */
 static void become_learned(struct order *o, size_t lag)
@@ -315,7 +293,7 @@ static void record(struct order *o, uint64_t key, bool write)
 		if (!k->used)
 			continue;
 		k->checked++;
-		if (!near(e, (int64_t)i - k->lag, cand_window(o, k->lag), k->hist))
+		if (!near(o, e, (int64_t)i - k->lag, cand_window(o, k->lag), write, k->hist))
 			k->miss++;
 		size_t span = k->lag > o->min_verify ? k->lag : o->min_verify;
 		if ((double)k->miss > (1.0 - o->threshold) * (double)span) {
@@ -337,8 +315,6 @@ static void record(struct order *o, uint64_t key, bool write)
 			if (o->learned) {
 				if (!cycle_on_probation(o))
 					k->used = false;
-			} else if (!retro_ok(o, k)) {
-				k->used = false;
 			} else if (confirmed < 0 || k->lag < o->cand[confirmed].lag) {
 				confirmed = c; /* the shortest period that holds */
 			}
@@ -350,6 +326,8 @@ static void record(struct order *o, uint64_t key, bool write)
 	 * recurs first at (period - read-to-write distance). */
 	unsigned nprev = e->npos < ORDER_KPOS ? e->npos : ORDER_KPOS;
 	for (unsigned j = 0; j < nprev; j++) {
+		if (o->recw[e->pos[j]] != write)
+			continue;
 		size_t lag = i - e->pos[j];
 		if (lag < o->min_cycle || lag > o->max_cycle)
 			continue;
@@ -583,6 +561,11 @@ void order_destroy(struct order *o)
 	free(o->nxt);
 	free(o->hbits);
 	free(o);
+}
+
+uint64_t order_now(const struct order *o)
+{
+	return o->st.deduped;
 }
 
 bool order_learned(const struct order *o)

@@ -15,17 +15,21 @@
  * accesses (local swaps, rank drift), stray extra accesses and missing ones.
  *
  * Learning: a recording of the deduplicated stream that never stops. Each
- * access whose key occurred before proposes candidate periods (the distance
- * to each of its last 4 occurrences); up to 16 candidates are checked on
- * every access: does the key occur one period back (+-window)? A candidate
- * that holds with match rate >= threshold over max(period, min_verify)
- * accesses, and also over the stretch just before it started (which kills
- * periods that hold only for a while, such as "sub-group read, then
- * written"), becomes the cycle: its period is re-centred on the most common
- * offset, and the last period of the recording is copied as the cycle. It
- * stays on probation for two more spans: if it fails then, the cycle is
- * dropped (a false lock) and a waiting candidate takes over. A key may occur
- * several times per cycle (read, later written).
+ * access whose key occurred before as the same kind of access (read or
+ * write) proposes candidate periods (the distance to each such occurrence
+ * among its last 4); up to 8 candidates are checked on every access: does
+ * the key occur one period back (+-window), as the same kind? Matching
+ * kinds kills the periods that hold only for a while, such as "sub-group
+ * read, then written" (a write never matches the read before it), without
+ * looking back before the candidate started: the stream before the first
+ * step (the initial write of every file) is not periodic, and a check over
+ * it would delay learning by a whole step. A candidate that holds with
+ * match rate >= threshold over max(period, min_verify) accesses becomes the
+ * cycle: its period is re-centred on the most common offset, and the last
+ * period of the recording is copied as the cycle. It stays on probation for
+ * two more spans: if it fails then, the cycle is dropped (a false lock) and
+ * a waiting candidate takes over. A key may occur several times per cycle
+ * (read, later written).
  *
  * Learned: the learner follows the position in the cycle (an access found
  * within +-window of it, or of where the key's own previous access says it
@@ -37,9 +41,8 @@
  * `health_window` accesses falls below threshold, the pattern is declared
  * broken: not learned until a candidate (already running) holds again.
  *
- * Cost: O(1) amortised per access (16 candidates x 4 positions, hashed
- * lookups, a brute-force retro check of at most 4096 x window paid once per
- * confirmed candidate); queries cost O(occurrences of the key per cycle).
+ * Cost: O(1) amortised per access (8 candidates x 4 positions, hashed
+ * lookups); queries cost O(occurrences of the key per cycle).
  * All memory is allocated by order_create (no malloc per access): about
  * 140 bytes per unit of max_cycle (36 MiB at the default 2^18). Cycles
  * longer than max_cycle are never learned.
@@ -92,6 +95,10 @@ void order_destroy(struct order *o);
 void order_access(struct order *o, uint64_t key, bool write);
 
 bool order_learned(const struct order *o);
+/* The learner's clock: deduplicated accesses so far. Adding a next_use or
+ * next_read distance to it gives an absolute time that stays comparable
+ * while the clock moves on (the cache stamps its entries with those). */
+uint64_t order_now(const struct order *o);
 size_t order_cycle_len(const struct order *o); /* 0 when not learned */
 
 /* Accesses from the current position until KEY's next predicted access:

@@ -464,6 +464,56 @@ static void test_broken_pattern(void **state)
 	order_destroy(o);
 }
 
+/* What a real run feeds the learner: first the initial write of every
+ * block (not periodic), then steps whose sub-groups are large enough that
+ * "read, then written" repeats at one sub-group's distance over a whole
+ * check span. That sub-period must never become the cycle (a write never
+ * matches the read before it), and the stretch before the first step must
+ * not delay learning: the cycle is known during the third step at the
+ * latest. */
+static void test_init_then_steps(void **state)
+{
+	(void)state;
+	enum { G = 4, B = 300, CYC = 2 * G * B, STEPS = 5 };
+	struct trace t = {0};
+	for (unsigned b = 0; b < G * B; b++)
+		tr_add(&t, mkkey(0, b), true);
+	size_t init = t.n;
+	static uint64_t k[CYC];
+	static bool w[CYC];
+	for (int s = 0; s < STEPS; s++) {
+		size_t n = rank_step(0, G, B, k, w);
+		for (size_t i = 0; i < n; i++)
+			tr_add(&t, k[i], w[i]);
+	}
+	struct order *o;
+	assert_int_equal(order_create(NULL, &o), 0);
+	size_t learned_at = 0;
+	for (size_t j = 0; j < t.n; j++) {
+		if (order_learned(o)) {
+			if (!learned_at)
+				learned_at = j;
+			assert_int_equal(order_cycle_len(o), CYC);
+			assert_int_equal(order_next_use(o, t.key[j]), 0);
+			uint64_t bn =
+			    brute_next(&t, j, mkkey(0, (unsigned)(j * 7 % (G * B))), true);
+			if (bn != UINT64_MAX)
+				assert_int_equal(
+				    order_next_read(o, mkkey(0, (unsigned)(j * 7 % (G * B)))), bn);
+		}
+		order_access(o, t.key[j], t.wr[j]);
+	}
+	print_message("# init %zu + %d steps of %d: learned at %zu\n", init, STEPS, CYC,
+		      learned_at);
+	assert_true(learned_at > 0 && learned_at <= init + 2 * CYC + CYC / 2);
+	struct order_stats st;
+	order_get_stats(o, &st);
+	assert_int_equal(st.false_locks, 0);
+	assert_int_equal(st.learns, 1);
+	order_destroy(o);
+	tr_free(&t);
+}
+
 /* A cycle longer than max_cycle is never learned; one inside is; a long
  * stream with no period never is (and stays inside its buffers: ASan). */
 static void test_memory_bound(void **state)
@@ -530,8 +580,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_clean_cycle),	   cmocka_unit_test(test_ranks_vs_belady),
 	    cmocka_unit_test(test_scan_vs_lru),	   cmocka_unit_test(test_deepspeed_shape),
-	    cmocka_unit_test(test_broken_pattern), cmocka_unit_test(test_memory_bound),
-	    cmocka_unit_test(test_pick_victim),
+	    cmocka_unit_test(test_broken_pattern), cmocka_unit_test(test_init_then_steps),
+	    cmocka_unit_test(test_memory_bound),   cmocka_unit_test(test_pick_victim),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
