@@ -126,8 +126,20 @@ static void entry_drop(struct fs *fs, struct centry *e)
 		fs->ndirty--;
 		in->ndirty--;
 	}
+	if (e->prefetched)
+		fs->nprefetched--;
 	lru_unlink(fs, e);
 	entry_release_slot(fs, e);
+}
+
+/* Whether more is dirty than background write-back should let stay. Dirty
+ * blocks homed in RAM are not the background's to write, and the RAM they
+ * take is not there for others: the limit is a share of what is left. */
+static bool dirty_over(const struct fs *fs)
+{
+	uint64_t room = fs->cache_slots > fs->npinned ? fs->cache_slots - fs->npinned : 0;
+	uint64_t dirty = fs->ndirty > fs->npinned ? fs->ndirty - fs->npinned : 0;
+	return dirty > room * fs->conf.dirty_ratio / 100;
 }
 
 static bool evictable(const struct centry *e, bool allow_pinned)
@@ -136,9 +148,21 @@ static bool evictable(const struct centry *e, bool allow_pinned)
 	       (allow_pinned || !e->pinned);
 }
 
-/* The least recently used clean entry nobody holds, pinned ones last. */
 /* How many evictable entries the learned-order victim search looks at. */
 #define VICTIM_SCAN 512
+/* A predicted read this many learner accesses overdue did not happen where
+ * the order said (a stray access, a rank far behind): the prediction is
+ * stale, and the block is treated as not needed soon. Within it, a late
+ * read is ordinary jitter between ranks. */
+#define NEXT_READ_GRACE 256
+
+/* When E is next read, for choosing a victim. */
+static uint64_t next_read_of(const struct centry *e, uint64_t now)
+{
+	if (e->next_read != UINT64_MAX && e->next_read + NEXT_READ_GRACE < now)
+		return UINT64_MAX - 1;
+	return e->next_read;
+}
 
 /* The entry to evict. Without a learned order: the least recently used
  * clean entry nobody holds, pinned ones last. With one: among the most
@@ -148,20 +172,25 @@ static bool evictable(const struct centry *e, bool allow_pinned)
 static struct centry *pick_victim_before(struct fs *fs, uint64_t need_at)
 {
 	if (fs->learned) {
+		uint64_t now = engine_now(fs);
 		for (int pass = 0; pass < 2; pass++) {
 			struct centry *best = NULL;
+			uint64_t best_nr = 0;
 			unsigned seen = 0;
 			for (struct centry *e = fs->lru_head; e && seen < VICTIM_SCAN;
 			     e = e->next) {
 				if (!evictable(e, pass == 1))
 					continue;
 				seen++;
-				if (!best || e->next_read > best->next_read)
+				uint64_t nr = next_read_of(e, now);
+				if (!best || nr > best_nr) {
 					best = e;
-				if (best->next_read == UINT64_MAX)
+					best_nr = nr;
+				}
+				if (best_nr == UINT64_MAX)
 					break;
 			}
-			if (best && (need_at == UINT64_MAX || best->next_read > need_at))
+			if (best && (need_at == UINT64_MAX || best_nr > need_at))
 				return best;
 			if (best && need_at != UINT64_MAX)
 				return NULL;
@@ -207,6 +236,33 @@ static int entry_new(struct fs *fs, struct centry **out)
 	fs->ncached++;
 	*out = e;
 	return 0;
+}
+
+static bool volatile_inode(const struct inode *in)
+{
+	return in->attr.flags & META_F_VOLATILE;
+}
+
+/* Whether background write-back should take E now. SPILL: memory is short
+ * and nothing else is left to write, so blocks whose home is RAM go out too. */
+static bool bg_candidate(const struct centry *e, bool spill)
+{
+	if (!e->dirty || e->flushing || e->state != CE_VALID || e->refs)
+		return false;
+	if (e->pinned || volatile_inode(e->inode))
+		return spill;
+	return true;
+}
+
+/* Whether a reclaim must spill RAM-homed blocks: no other dirty block can be
+ * written. Spilling a gradient while a state block could go instead costs a
+ * write and a read of a block the rule keeps in RAM for speed. */
+static bool must_spill(struct fs *fs)
+{
+	for (struct centry *e = fs->lru_tail; e; e = e->prev)
+		if (bg_candidate(e, false) || (e->flushing && !e->pinned))
+			return false;
+	return true;
 }
 
 /* A free RAM slot for a new entry, evicting or waiting for write-back.
@@ -311,6 +367,7 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 			atomic_fetch_add(&fs->stats.hits, 1);
 			if (e->prefetched) {
 				e->prefetched = false;
+				fs->nprefetched--;
 				atomic_fetch_add(&fs->stats.prefetch_hits, 1);
 			}
 			touch(fs, e);
@@ -537,7 +594,7 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 		in->attr.mode &= ~(uint32_t)(S_ISUID | S_ISGID);
 		in->attr_dirty = true;
 	}
-	if (fs->ndirty > fs->dirty_limit)
+	if (dirty_over(fs))
 		pthread_cond_signal(&fs->flusher_cond);
 	pthread_mutex_unlock(&fs->lock);
 	return done ? (int)done : rc;
@@ -712,6 +769,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	e->refs = 1; /* held by the read until it completes */
 	e->state = CE_LOADING;
 	e->prefetched = true;
+	fs->nprefetched++;
 	e->pinned = in->home == fs->ram;
 	if (e->pinned)
 		fs->npinned++;
@@ -819,21 +877,6 @@ static void batch_wait(struct fs *fs, struct flush_batch *batch)
 {
 	while (batch->inflight)
 		pthread_cond_wait(&fs->cond, &fs->lock);
-}
-
-static bool volatile_inode(const struct inode *in)
-{
-	return in->attr.flags & META_F_VOLATILE;
-}
-
-/* Whether background write-back should take E now. */
-static bool bg_candidate(const struct centry *e, bool reclaim)
-{
-	if (!e->dirty || e->flushing || e->state != CE_VALID || e->refs)
-		return false;
-	if (e->pinned || volatile_inode(e->inode))
-		return reclaim; /* only memory pressure spills them */
-	return true;
 }
 
 int cache_commit(struct fs *fs)
@@ -1117,7 +1160,7 @@ static void *flusher_main(void *arg)
 	pthread_mutex_lock(&fs->lock);
 	while (!fs->stopping) {
 		bool reclaim = fs->reclaim_waiters > 0;
-		bool pressure = fs->ndirty > fs->dirty_limit && !idle;
+		bool pressure = dirty_over(fs) && !idle;
 		bool tick = false;
 		if (!reclaim && !pressure) {
 			struct timespec ts;
@@ -1144,14 +1187,15 @@ static void *flusher_main(void *arg)
 			if (tier_persistent(fs->tiers[i]))
 				max += fs->conf.tiers[i].queue_depth;
 		bool mru = fs->learned;
+		bool spill = reclaim && must_spill(fs);
 		struct centry *e = mru ? fs->lru_head : fs->lru_tail;
 		while (e && !fs->stopping) {
-			if (!bg_candidate(e, reclaim)) {
+			if (!bg_candidate(e, spill)) {
 				e = mru ? e->next : e->prev;
 				continue;
 			}
 			reclaim = fs->reclaim_waiters > 0;
-			if (started >= max && !reclaim && fs->ndirty <= fs->dirty_limit)
+			if (started >= max && !reclaim && !dirty_over(fs))
 				break;
 			if (batch.inflight >= max) {
 				e->refs++; /* keeps e in place while waiting */
@@ -1234,9 +1278,6 @@ int cache_init(struct fs *fs)
 			(unsigned long long)need, fs->bs);
 		return -EINVAL;
 	}
-	fs->dirty_limit = fs->cache_slots * fs->conf.dirty_ratio / 100;
-	if (fs->dirty_limit < 1)
-		fs->dirty_limit = 1;
 	uint64_t reserve = need > fs->cache_slots / 8 ? need : fs->cache_slots / 8;
 	fs->pin_limit = fs->cache_slots - reserve;
 	fs->zero = aligned_alloc(4096, fs->bs);

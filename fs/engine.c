@@ -48,12 +48,17 @@ void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
 		pthread_cond_signal(&fs->prefetch_cond);
 }
 
+uint64_t engine_now(struct fs *fs)
+{
+	return fs->order ? order_now(fs->order) : 0;
+}
+
 uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx)
 {
 	if (!fs->learned || idx >> KEY_IDX_BITS)
 		return UINT64_MAX;
 	uint64_t d = order_next_read(fs->order, key_of(ino, idx));
-	return d == UINT64_MAX ? UINT64_MAX : fs->clock + d;
+	return d == UINT64_MAX ? UINT64_MAX : order_now(fs->order) + d;
 }
 
 static void *prefetcher_main(void *arg)
@@ -71,16 +76,17 @@ static void *prefetcher_main(void *arg)
 		if (fs->stopping || !fs->learned)
 			continue;
 		size_t n = order_upcoming(fs->order, depth, keys);
+		uint64_t now = order_now(fs->order);
 		for (size_t i = 0; i < n && fs->prefetch_inflight < fs->prefetch_max; i++) {
 			/* A block whose next access overwrites it needs no read. */
-			if (order_next_read(fs->order, keys[i]) !=
-			    order_next_use(fs->order, keys[i]))
+			uint64_t when = order_next_read(fs->order, keys[i]);
+			if (when != order_next_use(fs->order, keys[i]))
 				continue;
 			struct inode *in = fs_inode_find(fs, keys[i] >> KEY_IDX_BITS);
 			if (!in || fs_inode_load_map(fs, in))
 				continue;
 			uint64_t idx = keys[i] & ((1u << KEY_IDX_BITS) - 1);
-			int rc = cache_prefetch(fs, in, idx, fs->clock + i);
+			int rc = cache_prefetch(fs, in, idx, now + when);
 			if (rc < 0)
 				break;
 		}

@@ -65,11 +65,11 @@ struct centry {
 	enum ce_state state;
 	int refs;
 	bool dirty;
-	bool flushing;		    /* a write-back is in flight: writers wait */
-	bool pinned;		    /* RAM is this block's home (rule or pin): evict last */
-	bool prefetched;	    /* loaded ahead of use, not yet used */
-	uint64_t stamp;		    /* last use, for LRU */
-	uint64_t next_read;	    /* predicted clock of its next read, UINT64_MAX unknown */
+	bool flushing;	    /* a write-back is in flight: writers wait */
+	bool pinned;	    /* RAM is this block's home (rule or pin): evict last */
+	bool prefetched;    /* loaded ahead of use, not yet used */
+	uint64_t stamp;	    /* last use, for LRU */
+	uint64_t next_read; /* predicted engine_now() of its next read, UINT64_MAX unknown */
 	struct centry *prev, *next; /* LRU list, most recent at head */
 };
 
@@ -103,7 +103,6 @@ struct fs {
 	struct centry *lru_head, *lru_tail;
 	uint64_t ncached, ndirty, npinned;
 	uint64_t cache_slots; /* RAM tier slots */
-	uint64_t dirty_limit; /* write-back starts above this */
 	uint64_t pin_limit;   /* RAM-home blocks beyond this become ordinary */
 	uint64_t clock;	      /* stamp source */
 	unsigned reclaim_waiters;
@@ -126,6 +125,7 @@ struct fs {
 	bool prefetcher_running;
 	pthread_cond_t prefetch_cond;
 	unsigned prefetch_inflight; /* guarded by lock */
+	uint64_t nprefetched;	    /* entries loaded ahead and not used yet; lock */
 	unsigned prefetch_max;
 
 	struct fs_stats stats;
@@ -173,6 +173,8 @@ int engine_init(struct fs *fs);
 void engine_stop(struct fs *fs);
 void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write); /* lock held */
 uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx);	   /* lock held */
+/* The learner's clock, the unit of next_read (0 when learning is off). */
+uint64_t engine_now(struct fs *fs); /* lock held */
 int engine_stats_text(struct fs *fs, char *buf, size_t size);
 /* cache.c, for the prefetcher: start loading block IDX of IN if it is not
  * cached and a slot can be had without evicting anything needed before
