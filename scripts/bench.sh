@@ -18,10 +18,12 @@
 #   BENCH_DIR      work directory on the disk under test [/var/tmp/tierfs-bench]
 #   BENCH_STATE    optimizer state (fp32 param+m+v, all ranks) [2G]
 #   BENCH_RAM      RAM tier capacity [1G]
-#   BENCH_STEPS    steps after the init step [3]
+#   BENCH_STEPS    steps after the init step [5]; the first two warm up (the
+#                  access order is learned while they run) and are not averaged
 #   BENCH_RANKS    rank processes [1]
 #   BENCH_SUBGROUP params per sub-group [state/12/ranks/8: 8 sub-groups]
 #   BENCH_PIPELINE on|off [on]
+#   BENCH_PREFETCH the tierfs mount's prefetch_depth [64]; 0 turns prefetch off
 #   BENCH_REPEAT   baseline/tierfs pairs [2]
 #   BENCH_VERIFY   1: check every file's content after each run [1]
 #   BENCH_T2_DIR   the second tier's directory [/dev/shm/tierfs-bench-t2]
@@ -43,7 +45,7 @@ PLOT=$ROOT/scripts/plot_bench.gp
 BENCH_DIR=${BENCH_DIR:-/var/tmp/tierfs-bench}
 BENCH_STATE=${BENCH_STATE:-2G}
 BENCH_RAM=${BENCH_RAM:-1G}
-BENCH_STEPS=${BENCH_STEPS:-3}
+BENCH_STEPS=${BENCH_STEPS:-5}
 BENCH_RANKS=${BENCH_RANKS:-1}
 BENCH_SUBGROUP=${BENCH_SUBGROUP:-}
 BENCH_PIPELINE=${BENCH_PIPELINE:-on}
@@ -200,6 +202,7 @@ path = $W/run/nvme0
 
 [policy]
 stripe = nvme0
+prefetch_depth = ${BENCH_PREFETCH:-64}
 
 [rule gradients]
 match = *_gradient_*.tensor.swp
