@@ -70,6 +70,22 @@ static size_t rank_step(unsigned rank, unsigned groups, unsigned blocks, uint64_
 	return n;
 }
 
+/* Append STEPS single-rank steps of GROUPS sub-groups of BLOCKS blocks. */
+static void add_steps(struct trace *t, unsigned groups, unsigned blocks, int steps)
+{
+	uint64_t *k = calloc(2u * groups * blocks, sizeof(*k));
+	bool *w = calloc(2u * groups * blocks, sizeof(*w));
+	assert_non_null(k);
+	assert_non_null(w);
+	for (int s = 0; s < steps; s++) {
+		size_t n = rank_step(0, groups, blocks, k, w);
+		for (size_t i = 0; i < n; i++)
+			tr_add(t, k[i], w[i]);
+	}
+	free(k);
+	free(w);
+}
+
 /* Brute force: accesses (deduplicated, as the learner counts) from trace
  * position j until key's first occurrence at or after j; UINT64_MAX if none
  * in the rest. Only used on traces without consecutive duplicates. */
@@ -86,13 +102,7 @@ static void test_clean_cycle(void **state)
 	(void)state;
 	enum { G = 10, B = 20, CYC = 2 * G * B, STEPS = 6 };
 	struct trace t = {0};
-	uint64_t k[CYC];
-	bool w[CYC];
-	for (int s = 0; s < STEPS; s++) {
-		size_t n = rank_step(0, G, B, k, w);
-		for (size_t i = 0; i < n; i++)
-			tr_add(&t, k[i], w[i]);
-	}
+	add_steps(&t, G, B, STEPS);
 	struct order *o;
 	assert_int_equal(order_create(NULL, &o), 0);
 	assert_false(order_learned(o));
@@ -479,13 +489,7 @@ static void test_init_then_steps(void **state)
 	for (unsigned b = 0; b < G * B; b++)
 		tr_add(&t, mkkey(0, b), true);
 	size_t init = t.n;
-	static uint64_t k[CYC];
-	static bool w[CYC];
-	for (int s = 0; s < STEPS; s++) {
-		size_t n = rank_step(0, G, B, k, w);
-		for (size_t i = 0; i < n; i++)
-			tr_add(&t, k[i], w[i]);
-	}
+	add_steps(&t, G, B, STEPS);
 	struct order *o;
 	assert_int_equal(order_create(NULL, &o), 0);
 	size_t learned_at = 0;
