@@ -498,7 +498,7 @@ int order_create(const struct order_params *p, struct order **out)
 	if (!d.min_cycle)
 		d.min_cycle = 8;
 	if (!d.window)
-		d.window = 64;
+		d.window = ORDER_HIST_W;
 	if (d.threshold == 0)
 		d.threshold = 0.9;
 	if (!d.health_window)

@@ -63,7 +63,9 @@ struct order_params {
 	size_t max_cycle;	/* longest learnable cycle (deduplicated accesses);
 				   0 = ORDER_DEFAULT_MAX_CYCLE, at most 2^30 */
 	size_t min_cycle;	/* shortest cycle considered; 0 = 8 */
-	unsigned window;	/* position tolerance for jitter; 0 = 64 (clamped
+	unsigned window;	/* position tolerance for jitter; 0 = 128, which
+				   covers a pipelined reader and writer
+				   taking turns differently each step (clamped
 				   to max_cycle / 4) */
 	double threshold;	/* match rate to learn and to stay learned; 0 = 0.9 */
 	unsigned health_window; /* accesses over which a learned cycle's hit rate
