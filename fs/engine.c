@@ -57,8 +57,14 @@ uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx)
 {
 	if (!fs->learned || idx >> KEY_IDX_BITS)
 		return UINT64_MAX;
-	uint64_t d = order_next_read(fs->order, key_of(ino, idx));
-	return d == UINT64_MAX ? UINT64_MAX : order_now(fs->order) + d;
+	uint64_t key = key_of(ino, idx);
+	uint64_t d = order_next_read(fs->order, key);
+	/* Overwritten before it is read again (a sub-group's block between its
+	 * read and its write-back): what RAM holds is dead, and dropping it
+	 * costs nothing, so it is the first to go. */
+	if (d == UINT64_MAX || d != order_next_use(fs->order, key))
+		return UINT64_MAX;
+	return order_now(fs->order) + d;
 }
 
 static void *prefetcher_main(void *arg)
@@ -78,9 +84,13 @@ static void *prefetcher_main(void *arg)
 		size_t n = order_upcoming(fs->order, depth, keys);
 		uint64_t now = order_now(fs->order);
 		for (size_t i = 0; i < n && fs->prefetch_inflight < fs->prefetch_max; i++) {
-			/* A block whose next access overwrites it needs no read. */
+			/* A block whose next access overwrites it needs no read.
+			 * One whose own last access says its read is far off was
+			 * read already: the global position lags a rank that ran
+			 * ahead, and loading it again would waste a read and a
+			 * slot until the next step. */
 			uint64_t when = order_next_read(fs->order, keys[i]);
-			if (when != order_next_use(fs->order, keys[i]))
+			if (when != order_next_use(fs->order, keys[i]) || when > i + depth)
 				continue;
 			struct inode *in = fs_inode_find(fs, keys[i] >> KEY_IDX_BITS);
 			if (!in || fs_inode_load_map(fs, in))
