@@ -260,9 +260,29 @@ static bool bg_candidate(const struct centry *e, bool spill)
 static bool must_spill(struct fs *fs)
 {
 	for (struct centry *e = fs->lru_tail; e; e = e->prev)
-		if (bg_candidate(e, false) || (e->flushing && !e->pinned))
+		if (bg_candidate(e, false) || (e->flushing && !e->pinned) || evictable(e, false))
 			return false;
 	return true;
+}
+
+/* Whether a dirty block that write-back can free (or is freeing) is read
+ * later than AFTER. Belady's choice is then that block, not the clean one
+ * needed sooner: wait for its write-back rather than evict a block that
+ * will be read again within the step. Learned order only. */
+static bool farther_dirty(struct fs *fs, uint64_t after)
+{
+	uint64_t now = engine_now(fs);
+	unsigned seen = 0;
+	for (struct centry *e = fs->lru_head; e && seen < VICTIM_SCAN; e = e->next) {
+		if (e->pinned || volatile_inode(e->inode))
+			continue;
+		if (!bg_candidate(e, false) && !e->flushing)
+			continue;
+		seen++;
+		if (next_read_of(e, now) > after)
+			return true;
+	}
+	return false;
 }
 
 /* A free RAM slot for a new entry, evicting or waiting for write-back.
@@ -274,6 +294,8 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 		if (rc != -ENOSPC)
 			return rc;
 		struct centry *v = pick_victim(fs);
+		if (v && fs->learned && farther_dirty(fs, next_read_of(v, engine_now(fs))))
+			v = NULL;
 		if (v) {
 			atomic_fetch_add(&fs->stats.evictions, 1);
 			entry_drop(fs, v);
@@ -1149,6 +1171,37 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 	return cache_flush_inode(fs, in, true);
 }
 
+/* The next block for write-back. Without a learned order: the least
+ * recently used candidate from FROM towards the newest. With one: the
+ * candidate read farthest in the future (Belady), among the newest
+ * VICTIM_SCAN: on a repeating step the block written last is read last, and
+ * the dirty blocks left are those needed soonest, which may then stay in
+ * RAM until they are read, never written at all. Lock held. */
+static struct centry *next_to_flush(struct fs *fs, struct centry *from, bool learned, bool spill)
+{
+	if (!learned) {
+		for (struct centry *e = from; e; e = e->prev)
+			if (bg_candidate(e, spill))
+				return e;
+		return NULL;
+	}
+	uint64_t now = engine_now(fs);
+	struct centry *best = NULL;
+	uint64_t best_nr = 0;
+	unsigned seen = 0;
+	for (struct centry *e = fs->lru_head; e && seen < VICTIM_SCAN; e = e->next) {
+		if (!bg_candidate(e, spill))
+			continue;
+		seen++;
+		uint64_t nr = next_read_of(e, now);
+		if (!best || nr > best_nr) {
+			best = e;
+			best_nr = nr;
+		}
+	}
+	return best;
+}
+
 static void *flusher_main(void *arg)
 {
 	struct fs *fs = arg;
@@ -1175,53 +1228,51 @@ static void *flusher_main(void *arg)
 				break;
 			reclaim = fs->reclaim_waiters > 0;
 		}
-		/* Keep up to the tiers' queue depth of write-backs in flight. The
-		 * order: oldest first (LRU); once the access order is learned,
-		 * newest first: on a repeating step the block written last is read
-		 * last, so it is the one to send to disk and evict (Belady), and
-		 * the dirty blocks left are those needed soonest. Without memory
-		 * pressure only a trickle of `max` goes out per period. */
+		/* Keep up to the tiers' queue depth of write-backs in flight, in
+		 * next_to_flush's order. Without memory pressure only a trickle
+		 * of `max` goes out per period. */
 		unsigned started = 0;
 		unsigned max = 0;
 		for (int i = 0; i < fs->conf.ntiers; i++)
 			if (tier_persistent(fs->tiers[i]))
 				max += fs->conf.tiers[i].queue_depth;
-		bool mru = fs->learned;
+		bool learned = fs->learned;
 		bool spill = reclaim && must_spill(fs);
-		struct centry *e = mru ? fs->lru_head : fs->lru_tail;
+		struct centry *e = next_to_flush(fs, fs->lru_tail, learned, spill);
 		while (e && !fs->stopping) {
-			if (!bg_candidate(e, spill)) {
-				e = mru ? e->next : e->prev;
-				continue;
-			}
 			reclaim = fs->reclaim_waiters > 0;
-			if (started >= max && !reclaim && !dirty_over(fs))
+			/* With a learned order, memory pressure too is served one
+			 * queue's worth per round: the next round chooses again
+			 * among what was written meanwhile. */
+			if (started >= max && (learned || !reclaim) && !dirty_over(fs))
 				break;
 			if (batch.inflight >= max) {
 				e->refs++; /* keeps e in place while waiting */
 				while (batch.inflight >= max)
 					pthread_cond_wait(&fs->cond, &fs->lock);
 				entry_put(fs, e);
+				e = next_to_flush(fs, e, learned, spill);
 				continue;
 			}
-			struct centry *nx = mru ? e->next : e->prev;
+			struct centry *nx = learned ? NULL : e->prev;
 			if (nx)
 				nx->refs++;
 			int rc = flush_start(fs, e, &batch,
 					     reclaim ? TIER_PRIO_RECLAIM : TIER_PRIO_WRITEBACK);
-			if (nx)
-				entry_put(fs, nx);
-			if (rc)
+			if (rc) {
+				if (nx)
+					entry_put(fs, nx);
 				break;
-			if (++started % 256 == 0 && nx) {
+			}
+			if (++started % 256 == 0) {
 				/* Long rounds commit as they go. */
-				nx->refs++;
 				pthread_mutex_unlock(&fs->lock);
 				cache_commit(fs);
 				pthread_mutex_lock(&fs->lock);
-				entry_put(fs, nx);
 			}
-			e = nx;
+			if (nx)
+				entry_put(fs, nx);
+			e = next_to_flush(fs, nx, learned, spill);
 		}
 		batch_wait(fs, &batch);
 		idle = started == 0;
