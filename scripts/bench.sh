@@ -24,6 +24,7 @@
 #   BENCH_SUBGROUP params per sub-group [state/12/ranks/8: 8 sub-groups]
 #   BENCH_PIPELINE on|off [on]
 #   BENCH_PREFETCH the tierfs mount's prefetch_depth [64]; 0 turns prefetch off
+#   BENCH_DIRTY    the tierfs mount's dirty_ratio [25]
 #   BENCH_REPEAT   baseline/tierfs pairs [2]
 #   BENCH_VERIFY   1: check every file's content after each run [1]
 #   BENCH_T2_DIR   the second tier's directory [/dev/shm/tierfs-bench-t2]
@@ -191,6 +192,7 @@ tierfs_conf() {
 [mount]
 metadata = $W/run/meta
 block_size = $BLOCK
+dirty_ratio = ${BENCH_DIRTY:-25}
 
 [tier ram]
 type = ram
