@@ -4,10 +4,10 @@
 #   - the RAM tier smaller than one sub-group (memory pressure: every step
 #     must evict, write back and re-read without a stale or lost block);
 #   - the gradient rule on (gradients live in RAM, persistent = no);
-#   - the order learner locks on within the init and 4 steps, gradients stay
-#     in RAM under pressure, then the pattern changes
+#   - the order learner sees a repeating pattern, then the pattern changes
 #     (other sub-group size and rank count) and the data stays right;
-#   - a remount keeps the last step's state (re-verified).
+#   - a remount keeps the last step's state (re-verified);
+#   - the bench's shape: the order stays learned, gradients stay in RAM.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -63,18 +63,31 @@ check "repeating pattern: 4 steps, content verified" \
 grep '^order' "$MNT/.tierfs/stats" | sed 's/^/# /'
 grep -qE '^order .*learned=yes' "$MNT/.tierfs/stats" && ok "the access order was learned" ||
 	fail "the access order was not learned after the init and 4 identical steps"
-# The budget covers the gradients (64 MiB of 256): write-back under pressure
-# must send state blocks to disk, never the gradients the rule keeps in RAM.
-spilled=$(find "$MNT/.tierfs/tiers/nvme0" -name '*_gradient_*' | wc -l)
-[ "$spilled" -eq 0 ] && ok "no gradient block was spilled to nvme0" ||
-	fail "$spilled gradient files have blocks on nvme0"
-[ "$(find "$MNT/.tierfs/tiers/nvme0" -name 'exp_avg-*' | wc -l)" -gt 0 ] &&
-	ok "state blocks are on nvme0 (the listing works)" || fail "no state file listed on nvme0"
 check "pattern changed (2 ranks, other sub-groups): content verified" \
 	"$REPLAY" --dir "$MNT" --state-size 128M --subgroup-size 3M --ranks 2 --steps 3 --verify
 check "unmount clean" umount_fs
 mount_fs "$T/big.conf" || { fail "remount"; tap_exit; exit 1; }
 check "after remount: the last step's param/exp_avg/exp_avg_sq intact" \
 	"$REPLAY" --dir "$MNT" --state-size 128M --subgroup-size 3M --ranks 2 --steps 3 --verify-state-only
+check "unmount clean" umount_fs
+# 3. The bench's shape at 1/3 of its size: 8 sub-groups of 32-block files,
+#    the RAM budget half the state. The pipelined reads and writes take turns
+#    differently every step; the learner must still lock on after the init
+#    and keep the order to the end, and write-back under memory pressure
+#    must send state blocks to disk, never the gradients the rule keeps in
+#    RAM (they fit: 256 MiB of 384).
+conf 384M >"$T/shape.conf"
+rm -rf "$T/meta" "$T/nvme0"; mkdir -p "$T/meta" "$T/nvme0"
+mount_fs "$T/shape.conf" || { fail "mount"; tap_exit; exit 1; }
+check "bench shape: 4 steps, content verified" \
+	"$REPLAY" --dir "$MNT" --state-size 768M --steps 4 --verify
+grep '^order' "$MNT/.tierfs/stats" | sed 's/^/# /'
+grep -qE '^order .*learned=yes' "$MNT/.tierfs/stats" && ok "bench shape: the order is learned at the end" ||
+	fail "bench shape: the order is not (or no longer) learned after the init and 4 steps"
+spilled=$(find "$MNT/.tierfs/tiers/nvme0" -name '*_gradient_*' | wc -l)
+[ "$spilled" -eq 0 ] && ok "no gradient block was spilled to nvme0" ||
+	fail "$spilled gradient files have blocks on nvme0"
+[ "$(find "$MNT/.tierfs/tiers/nvme0" -name 'exp_avg-*' | wc -l)" -gt 0 ] &&
+	ok "state blocks are on nvme0 (the listing works)" || fail "no state file listed on nvme0"
 check "unmount clean" umount_fs
 tap_exit
