@@ -164,6 +164,30 @@ static uint64_t next_read_of(const struct centry *e, uint64_t now)
 	return e->next_read;
 }
 
+/* Among the newest VICTIM_SCAN entries that OK(e, ARG) accepts, the one read
+ * farthest ahead: Belady's choice (on a repeating scan the newest are the
+ * ones needed last, so the sample holds the answer). NULL if none. */
+static struct centry *farthest(struct fs *fs, bool (*ok)(const struct centry *, bool), bool arg)
+{
+	uint64_t now = engine_now(fs);
+	struct centry *best = NULL;
+	uint64_t best_nr = 0;
+	unsigned seen = 0;
+	for (struct centry *e = fs->lru_head; e && seen < VICTIM_SCAN; e = e->next) {
+		if (!ok(e, arg))
+			continue;
+		seen++;
+		uint64_t nr = next_read_of(e, now);
+		if (!best || nr > best_nr) {
+			best = e;
+			best_nr = nr;
+		}
+		if (best_nr == UINT64_MAX)
+			break;
+	}
+	return best;
+}
+
 /* The entry to evict. Without a learned order: the least recently used
  * clean entry nobody holds, pinned ones last. With one: among the most
  * recently used candidates (on a repeating scan those are needed last), the
@@ -174,23 +198,8 @@ static struct centry *pick_victim_before(struct fs *fs, uint64_t need_at)
 	if (fs->learned) {
 		uint64_t now = engine_now(fs);
 		for (int pass = 0; pass < 2; pass++) {
-			struct centry *best = NULL;
-			uint64_t best_nr = 0;
-			unsigned seen = 0;
-			for (struct centry *e = fs->lru_head; e && seen < VICTIM_SCAN;
-			     e = e->next) {
-				if (!evictable(e, pass == 1))
-					continue;
-				seen++;
-				uint64_t nr = next_read_of(e, now);
-				if (!best || nr > best_nr) {
-					best = e;
-					best_nr = nr;
-				}
-				if (best_nr == UINT64_MAX)
-					break;
-			}
-			if (best && (need_at == UINT64_MAX || best_nr > need_at))
+			struct centry *best = farthest(fs, evictable, pass == 1);
+			if (best && (need_at == UINT64_MAX || next_read_of(best, now) > need_at))
 				return best;
 			if (best && need_at != UINT64_MAX)
 				return NULL;
@@ -265,24 +274,24 @@ static bool must_spill(struct fs *fs)
 	return true;
 }
 
+/* Whether write-back frees E's slot: dirty and not kept in RAM by a rule,
+ * queued for write-back or under way. */
+static bool write_back_frees(const struct centry *e, bool unused)
+{
+	(void)unused;
+	if (e->pinned || volatile_inode(e->inode))
+		return false;
+	return bg_candidate(e, false) || e->flushing;
+}
+
 /* Whether a dirty block that write-back can free (or is freeing) is read
  * later than AFTER. Belady's choice is then that block, not the clean one
  * needed sooner: wait for its write-back rather than evict a block that
  * will be read again within the step. Learned order only. */
 static bool farther_dirty(struct fs *fs, uint64_t after)
 {
-	uint64_t now = engine_now(fs);
-	unsigned seen = 0;
-	for (struct centry *e = fs->lru_head; e && seen < VICTIM_SCAN; e = e->next) {
-		if (e->pinned || volatile_inode(e->inode))
-			continue;
-		if (!bg_candidate(e, false) && !e->flushing)
-			continue;
-		seen++;
-		if (next_read_of(e, now) > after)
-			return true;
-	}
-	return false;
+	struct centry *d = farthest(fs, write_back_frees, false);
+	return d && next_read_of(d, engine_now(fs)) > after;
 }
 
 /* A free RAM slot for a new entry, evicting or waiting for write-back.
@@ -1185,21 +1194,7 @@ static struct centry *next_to_flush(struct fs *fs, struct centry *from, bool lea
 				return e;
 		return NULL;
 	}
-	uint64_t now = engine_now(fs);
-	struct centry *best = NULL;
-	uint64_t best_nr = 0;
-	unsigned seen = 0;
-	for (struct centry *e = fs->lru_head; e && seen < VICTIM_SCAN; e = e->next) {
-		if (!bg_candidate(e, spill))
-			continue;
-		seen++;
-		uint64_t nr = next_read_of(e, now);
-		if (!best || nr > best_nr) {
-			best = e;
-			best_nr = nr;
-		}
-	}
-	return best;
+	return farthest(fs, bg_candidate, spill);
 }
 
 static void *flusher_main(void *arg)
@@ -1241,10 +1236,7 @@ static void *flusher_main(void *arg)
 		struct centry *e = next_to_flush(fs, fs->lru_tail, learned, spill);
 		while (e && !fs->stopping) {
 			reclaim = fs->reclaim_waiters > 0;
-			/* With a learned order, memory pressure too is served one
-			 * queue's worth per round: the next round chooses again
-			 * among what was written meanwhile. */
-			if (started >= max && (learned || !reclaim) && !dirty_over(fs))
+			if (started >= max && !reclaim && !dirty_over(fs))
 				break;
 			if (batch.inflight >= max) {
 				e->refs++; /* keeps e in place while waiting */
