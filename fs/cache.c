@@ -294,16 +294,31 @@ static bool farther_dirty(struct fs *fs, uint64_t after)
 	return d && next_read_of(d, engine_now(fs)) > after;
 }
 
+#define STUCK_NS (100 * 1000000ULL)
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 /* A free RAM slot for a new entry, evicting or waiting for write-back.
  * Lock held; may drop it while waiting. */
 static int entry_alloc(struct fs *fs, struct centry **out)
 {
+	/* Waiting for a farther block's write-back pays only while write-back
+	 * moves: a tier that is full or failing must not stall the caller for
+	 * longer than STUCK_NS. */
+	bool patient = true;
+	uint64_t stuck_since = 0;
 	for (;;) {
 		int rc = entry_new(fs, out);
 		if (rc != -ENOSPC)
 			return rc;
 		struct centry *v = pick_victim(fs);
-		if (v && fs->learned && farther_dirty(fs, next_read_of(v, engine_now(fs))))
+		if (v && patient && fs->learned &&
+		    farther_dirty(fs, next_read_of(v, engine_now(fs))))
 			v = NULL;
 		if (v) {
 			atomic_fetch_add(&fs->stats.evictions, 1);
@@ -317,10 +332,20 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 				(unsigned long long)fs->ncached, (unsigned long long)fs->ndirty);
 			return -ENOSPC;
 		}
+		uint64_t flushed = atomic_load(&fs->stats.flushes);
 		fs->reclaim_waiters++;
 		pthread_cond_signal(&fs->flusher_cond);
 		pthread_cond_wait(&fs->cond, &fs->lock);
 		fs->reclaim_waiters--;
+		if (atomic_load(&fs->stats.flushes) != flushed) {
+			stuck_since = 0;
+		} else {
+			uint64_t now = mono_ns();
+			if (!stuck_since)
+				stuck_since = now;
+			else if (now - stuck_since > STUCK_NS)
+				patient = false;
+		}
 	}
 }
 
