@@ -274,20 +274,21 @@ static bool must_spill(struct fs *fs)
 	return true;
 }
 
-/* Whether write-back frees E's slot: dirty and not kept in RAM by a rule,
- * queued for write-back or under way. */
+/* Whether E's slot comes free when its write-back, already under way,
+ * completes. Only those: waiting for a write-back yet to be started stalls
+ * the caller longer than the read it saves (measured on a capped disk). */
 static bool write_back_frees(const struct centry *e, bool unused)
 {
 	(void)unused;
 	if (e->pinned || volatile_inode(e->inode))
 		return false;
-	return bg_candidate(e, false) || e->flushing;
+	return e->flushing;
 }
 
-/* Whether a dirty block that write-back can free (or is freeing) is read
- * later than AFTER. Belady's choice is then that block, not the clean one
- * needed sooner: wait for its write-back rather than evict a block that
- * will be read again within the step. Learned order only. */
+/* Whether a block whose write-back is under way is read later than AFTER.
+ * Belady's choice is then that block, not the clean one needed sooner:
+ * wait for the write-back rather than evict a block that will be read
+ * again within the step. Learned order only. */
 static bool farther_dirty(struct fs *fs, uint64_t after)
 {
 	struct centry *d = farthest(fs, write_back_frees, false);

@@ -33,6 +33,11 @@
 #   BENCH_T2_SIZE  size of the striped file [1G]
 #   BENCH_PROBE_SIZE  bytes of the disk bandwidth probe [1G]
 #   BENCH_SKIP     space-separated phases to skip: baseline tierfs two_tier
+#   BENCH_DISK_BPS cap the disk under BENCH_DIR at this many bytes/s for reads
+#                  and, separately, for writes, in every phase (a blkio or io
+#                  cgroup around the whole bench): a disk-bound setting that is
+#                  the same from run to run, where a host's cache under a
+#                  virtual disk would otherwise decide the timings [off]
 #   TIERFS_BIN     the daemon [build/tierfs]; build/tests/bench/passfs (a plain
 #                  FUSE passthrough) tests the mounted phases without tierfs
 set -u
@@ -58,6 +63,8 @@ BENCH_T2_CAP=${BENCH_T2_CAP:-512M}
 BENCH_T2_SIZE=${BENCH_T2_SIZE:-1G}
 BENCH_PROBE_SIZE=${BENCH_PROBE_SIZE:-1G}
 BENCH_SKIP=${BENCH_SKIP:-}
+BENCH_DISK_BPS=${BENCH_DISK_BPS:-}
+CG= CG_ROOT= DISK_BPS=0 # the throttled cgroup, when BENCH_DISK_BPS is set
 BLOCK=1M
 
 say() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -102,6 +109,10 @@ cleanup() {
 		wait "$TIERFS_PID" 2>/dev/null
 	fi
 	rm -rf "$W/run" "$W/probe" "$BENCH_T2_DIR" 2>/dev/null
+	if [ -n "$CG" ]; then
+		echo $$ >"$CG_ROOT/cgroup.procs" 2>/dev/null
+		rmdir "$CG" 2>/dev/null
+	fi
 	rmdir "$MNT" "$W" 2>/dev/null
 	exit $rc
 }
@@ -109,6 +120,36 @@ trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT TERM
 
 mkdir -p "$W" "$MNT" "$OUT" || die "cannot create $W or $OUT"
+
+# ---- optional disk cap: this shell and all it starts join a throttled cgroup ----
+throttle_disk() {
+	DISK_BPS=$(bytes "$BENCH_DISK_BPS") || die "BENCH_DISK_BPS=$BENCH_DISK_BPS is not a size"
+	local dev parent
+	dev=$(findmnt -no MAJ:MIN -T "$W" | tr -d ' ')
+	[ -n "$dev" ] || die "cannot find the device under $W"
+	# Throttles apply to whole disks: a partition is capped through its disk.
+	parent=$(lsblk -no PKNAME "/dev/block/$dev" 2>/dev/null | head -1)
+	[ -n "$parent" ] && dev=$(lsblk -dno MAJ:MIN "/dev/$parent" | tr -d ' ')
+	if [ -d /sys/fs/cgroup/blkio ]; then
+		CG_ROOT=/sys/fs/cgroup/blkio
+		CG=$CG_ROOT/tierfs-bench.$$
+		mkdir "$CG" &&
+			echo "$dev $DISK_BPS" >"$CG/blkio.throttle.read_bps_device" &&
+			echo "$dev $DISK_BPS" >"$CG/blkio.throttle.write_bps_device" ||
+			die "cannot set a blkio throttle on $dev in $CG"
+	elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+		CG_ROOT=/sys/fs/cgroup
+		CG=$CG_ROOT/tierfs-bench.$$
+		echo +io >"$CG_ROOT/cgroup.subtree_control" 2>/dev/null
+		mkdir "$CG" && echo "$dev rbps=$DISK_BPS wbps=$DISK_BPS" >"$CG/io.max" ||
+			die "cannot set io.max on $dev in $CG"
+	else
+		die "BENCH_DISK_BPS needs the blkio (cgroup v1) or io (cgroup v2) controller"
+	fi
+	echo $$ >"$CG/cgroup.procs" || die "cannot join $CG"
+	say "disk $dev capped at $BENCH_DISK_BPS/s for reads and for writes ($CG)"
+}
+[ -n "$BENCH_DISK_BPS" ] && throttle_disk
 rm -rf "${OUT:?}"/* "$W/run"
 need=$((STATE_B * 4 / 3 + (1 << 30)))
 avail=$(($(df --output=avail -B1 "$W" | tail -1)))
@@ -121,7 +162,7 @@ REPLAY_ARGS=(--state-size "$STATE_B" --ranks "$BENCH_RANKS" --steps "$BENCH_STEP
 cat >"$OUT/meta.json" <<EOF
 {"state_bytes": $STATE_B, "ram_bytes": $RAM_B, "block_size": $BLOCK_B, "steps": $BENCH_STEPS,
  "ranks": $BENCH_RANKS, "pipeline": "$BENCH_PIPELINE", "repeat": $BENCH_REPEAT,
- "bench_dir": "$W", "host": "$(hostname)", "date": "$(date -Is)", "kernel": "$(uname -r)"}
+ "bench_dir": "$W", "disk_cap_Bps": $DISK_BPS, "host": "$(hostname)", "date": "$(date -Is)", "kernel": "$(uname -r)"}
 EOF
 
 # ---- disk bandwidth (same engine as the replay: O_DIRECT, libaio, 1 MiB, qd8) ----

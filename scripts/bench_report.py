@@ -340,7 +340,9 @@ def cmd_report(args):
     print("tierfs bench: state %.2f GiB + gradients %.2f GiB, RAM budget %.2f GiB, %d rank(s), "
           "%d steps, pipeline %s, dir %s" % (
               meta["state_bytes"] / 2**30, meta["state_bytes"] / 3 / 2**30, meta["ram_bytes"] / 2**30,
-              meta["ranks"], meta["steps"], meta["pipeline"], meta["bench_dir"]))
+              meta["ranks"], meta["steps"], meta["pipeline"], meta["bench_dir"])
+          + (", disk capped at %.2f GB/s (BENCH_DISK_BPS)" % (meta["disk_cap_Bps"] / 1e9)
+             if meta.get("disk_cap_Bps") else ""))
     if floor:
         print("disk: read %.2f GB/s, write %.2f GB/s, mixed read+write %.2f GB/s "
               "(O_DIRECT, 1 MiB, qd8; mean of the probes before and after the runs)" % (
