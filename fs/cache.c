@@ -23,6 +23,7 @@
  * copied and moved to tiers with the lock dropped and the entry referenced.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,10 +165,25 @@ static uint64_t next_read_of(const struct centry *e, uint64_t now)
 	return e->next_read;
 }
 
-/* Among the newest VICTIM_SCAN entries that OK(e, ARG) accepts, the one read
- * farthest ahead: Belady's choice (on a repeating scan the newest are the
- * ones needed last, so the sample holds the answer). NULL if none. */
-static struct centry *farthest(struct fs *fs, bool (*ok)(const struct centry *, bool), bool arg)
+/* When keeping E in RAM stops paying by itself, for write-back: a clean
+ * block pays until its next read (a dead one never), a dirty block until its
+ * next access of any kind, since an overwrite makes its write-back moot. A
+ * dirty block read, then overwritten within a sub-group, is thus kept, not
+ * written back for nothing in between. */
+static uint64_t keep_until(const struct centry *e, uint64_t now)
+{
+	uint64_t t = e->dirty ? e->next_use : e->next_read;
+	if (t != UINT64_MAX && t + NEXT_READ_GRACE < now)
+		return UINT64_MAX - 1;
+	return t;
+}
+
+/* Among the newest VICTIM_SCAN entries that OK(e, ARG) accepts, the one
+ * WHEN says is needed farthest ahead: Belady's choice (on a repeating scan
+ * the newest are the ones needed last, so the sample holds the answer).
+ * NULL if none. */
+static struct centry *farthest(struct fs *fs, bool (*ok)(const struct centry *, bool), bool arg,
+			       uint64_t (*when)(const struct centry *, uint64_t))
 {
 	uint64_t now = engine_now(fs);
 	struct centry *best = NULL;
@@ -177,7 +193,7 @@ static struct centry *farthest(struct fs *fs, bool (*ok)(const struct centry *, 
 		if (!ok(e, arg))
 			continue;
 		seen++;
-		uint64_t nr = next_read_of(e, now);
+		uint64_t nr = when(e, now);
 		if (!best || nr > best_nr) {
 			best = e;
 			best_nr = nr;
@@ -198,7 +214,7 @@ static struct centry *pick_victim_before(struct fs *fs, uint64_t need_at)
 	if (fs->learned) {
 		uint64_t now = engine_now(fs);
 		for (int pass = 0; pass < 2; pass++) {
-			struct centry *best = farthest(fs, evictable, pass == 1);
+			struct centry *best = farthest(fs, evictable, pass == 1, next_read_of);
 			if (best && (need_at == UINT64_MAX || next_read_of(best, now) > need_at))
 				return best;
 			if (best && need_at != UINT64_MAX)
@@ -291,8 +307,74 @@ static bool write_back_frees(const struct centry *e, bool unused)
  * again within the step. Learned order only. */
 static bool farther_dirty(struct fs *fs, uint64_t after)
 {
-	struct centry *d = farthest(fs, write_back_frees, false);
+	struct centry *d = farthest(fs, write_back_frees, false, next_read_of);
 	return d && next_read_of(d, engine_now(fs)) > after;
+}
+
+/* ---- write-back horizon (learned order) --------------------------------- */
+
+/* The K-th smallest (0-based) of A[0..N), N > K; reorders A (Hoare's
+ * selection: linear on average, no allocation, under fs->lock). */
+static uint64_t select_kth(uint64_t *a, size_t n, size_t k)
+{
+	ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1;
+	while (lo < hi) {
+		uint64_t pivot = a[lo + (hi - lo) / 2];
+		ptrdiff_t i = lo - 1, j = hi + 1;
+		for (;;) {
+			do
+				i++;
+			while (a[i] < pivot);
+			do
+				j--;
+			while (a[j] > pivot);
+			if (i >= j)
+				break;
+			uint64_t t = a[i];
+			a[i] = a[j];
+			a[j] = t;
+		}
+		if ((ptrdiff_t)k <= j)
+			hi = j;
+		else
+			lo = j + 1;
+	}
+	return a[k];
+}
+
+/* Write-backs the persistent tiers keep in flight together. */
+static unsigned wb_queue(const struct fs *fs)
+{
+	unsigned max = 0;
+	for (int i = 0; i < fs->conf.ntiers; i++)
+		if (tier_persistent(fs->tiers[i]))
+			max += fs->conf.tiers[i].queue_depth;
+	return max;
+}
+
+/* With a learned order, background write-back does what Belady does with
+ * the RAM the rules leave: the blocks read soonest stay until they are read,
+ * and only the others are on their way out. Writing one of those back early
+ * costs nothing (it is written when evicted anyway) and keeps clean victims
+ * at hand. Writing back a block that stays costs a disk write every step
+ * for nothing: the step reads it from RAM and overwrites it. The horizon is
+ * the next read of the last block that stays; a dirty block read later is
+ * due for write-back. A queue's worth of slots is left out of the kept set,
+ * so that reclaim finds write-backs already under way. Lock held. */
+static uint64_t keep_horizon(struct fs *fs)
+{
+	uint64_t room = fs->cache_slots > fs->npinned ? fs->cache_slots - fs->npinned : 0;
+	uint64_t margin = wb_queue(fs);
+	if (room <= margin)
+		return 0;
+	size_t keep = (size_t)(room - margin), n = 0;
+	uint64_t now = engine_now(fs);
+	for (struct centry *e = fs->lru_head; e; e = e->next)
+		if (!e->pinned)
+			fs->wb_scratch[n++] = keep_until(e, now);
+	if (n <= keep)
+		return UINT64_MAX;
+	return select_kth(fs->wb_scratch, n, keep - 1);
 }
 
 #define STUCK_NS (100 * 1000000ULL)
@@ -573,7 +655,7 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 			goto out;
 		}
 		if (ents[i])
-			ents[i]->next_read = engine_next_read(fs, in->ino, idx);
+			ents[i]->next_read = engine_next_read(fs, in->ino, idx, &ents[i]->next_use);
 		iov[i].iov_base = (char *)(ents[i] ? ents[i]->buf : fs->zero) + boff;
 		iov[i].iov_len = blen;
 		got += blen;
@@ -626,12 +708,15 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 		rc = entry_get(fs, in, idx, full ? GET_WRITE_FULL : GET_WRITE_PART, &e);
 		if (rc)
 			break;
-		e->next_read = engine_next_read(fs, in->ino, idx);
+		e->next_read = engine_next_read(fs, in->ino, idx, &e->next_use);
 		/* A block being written back must not change under the write:
 		 * its checksum is computed over what goes out. */
 		while (e->flushing)
 			pthread_cond_wait(&fs->cond, &fs->lock);
 		if (!e->dirty) {
+			if (e->written_back)
+				atomic_fetch_add(&fs->stats.flushes_rewritten, 1);
+			e->written_back = false;
 			e->dirty = true;
 			fs->ndirty++;
 			in->ndirty++;
@@ -830,7 +915,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	e->pinned = in->home == fs->ram;
 	if (e->pinned)
 		fs->npinned++;
-	e->next_read = need_at;
+	e->next_read = e->next_use = need_at;
 	e->stamp = ++fs->clock;
 	b->ce = e;
 	lru_push(fs, e);
@@ -886,6 +971,7 @@ static void flush_done(struct tier_io *io)
 		f->batch->err = io->result;
 	} else {
 		b->csum = io->csum;
+		e->written_back = !e->dirty;
 		if (pend_add(in->ino, e->idx))
 			f->batch->err = -ENOMEM;
 		atomic_fetch_add(&fs->stats.flushes, 1);
@@ -1220,7 +1306,17 @@ static struct centry *next_to_flush(struct fs *fs, struct centry *from, bool lea
 				return e;
 		return NULL;
 	}
-	return farthest(fs, bg_candidate, spill);
+	return farthest(fs, bg_candidate, spill, keep_until);
+}
+
+/* Whether background write-back (no reclaim waiting) takes E, the block
+ * next_to_flush chose. Without a learned order: while more is dirty than
+ * dirty_ratio allows. With one: when E is read after HORIZON (keep_horizon). */
+static bool wb_due(struct fs *fs, struct centry *e, bool learned, uint64_t horizon)
+{
+	if (!learned)
+		return dirty_over(fs);
+	return keep_until(e, engine_now(fs)) > horizon;
 }
 
 static void *flusher_main(void *arg)
@@ -1231,11 +1327,23 @@ static void *flusher_main(void *arg)
 	 * pinned in RAM count as dirty but are not the background's to write,
 	 * so "too much dirty" alone must not make this loop spin. */
 	bool idle = false;
+	/* The learner's clock at the last tick: unchanged at the next one
+	 * means no block was touched for a whole period. */
+	uint64_t tick_clock = 0;
+	unsigned max = wb_queue(fs);
 	pthread_mutex_lock(&fs->lock);
 	while (!fs->stopping) {
+		bool learned = fs->learned;
+		uint64_t horizon = learned ? keep_horizon(fs) : UINT64_MAX;
 		bool reclaim = fs->reclaim_waiters > 0;
-		bool pressure = dirty_over(fs) && !idle;
-		bool tick = false;
+		bool pressure = false;
+		if (!idle && learned) {
+			struct centry *f = next_to_flush(fs, NULL, true, false);
+			pressure = f && wb_due(fs, f, true, horizon);
+		} else if (!idle) {
+			pressure = dirty_over(fs);
+		}
+		bool tick = false, quiet = false;
 		if (!reclaim && !pressure) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -1248,33 +1356,47 @@ static void *flusher_main(void *arg)
 			if (fs->stopping)
 				break;
 			reclaim = fs->reclaim_waiters > 0;
+			learned = fs->learned;
+			horizon = learned ? keep_horizon(fs) : UINT64_MAX;
+		}
+		if (tick) {
+			/* A mount left alone for a whole period writes everything
+			 * back: kept blocks do not stay dirty in RAM after the
+			 * training stops. */
+			uint64_t now = engine_now(fs);
+			quiet = learned && now == tick_clock;
+			if (quiet)
+				horizon = 0;
+			tick_clock = now;
 		}
 		/* Keep up to the tiers' queue depth of write-backs in flight, in
-		 * next_to_flush's order. Without memory pressure only a trickle
-		 * of `max` goes out per period. */
+		 * next_to_flush's order. Without a learned order and without
+		 * pressure, only a trickle of `max` goes out per period. */
 		unsigned started = 0;
-		unsigned max = 0;
-		for (int i = 0; i < fs->conf.ntiers; i++)
-			if (tier_persistent(fs->tiers[i]))
-				max += fs->conf.tiers[i].queue_depth;
-		bool learned = fs->learned;
 		bool spill = reclaim && must_spill(fs);
 		struct centry *e = next_to_flush(fs, fs->lru_tail, learned, spill);
 		while (e && !fs->stopping) {
 			reclaim = fs->reclaim_waiters > 0;
-			if (started >= max && !reclaim && !dirty_over(fs))
+			if (!reclaim && !wb_due(fs, e, learned, horizon) &&
+			    (learned || started >= max))
 				break;
 			if (batch.inflight >= max) {
 				e->refs++; /* keeps e in place while waiting */
 				while (batch.inflight >= max)
 					pthread_cond_wait(&fs->cond, &fs->lock);
 				entry_put(fs, e);
+				if (learned)
+					horizon = quiet && engine_now(fs) == tick_clock
+						      ? 0
+						      : keep_horizon(fs);
 				e = next_to_flush(fs, e, learned, spill);
 				continue;
 			}
 			struct centry *nx = learned ? NULL : e->prev;
 			if (nx)
 				nx->refs++;
+			if (reclaim)
+				atomic_fetch_add(&fs->stats.flushes_reclaim, 1);
 			int rc = flush_start(fs, e, &batch,
 					     reclaim ? TIER_PRIO_RECLAIM : TIER_PRIO_WRITEBACK);
 			if (rc) {
@@ -1349,8 +1471,9 @@ int cache_init(struct fs *fs)
 	}
 	uint64_t reserve = need > fs->cache_slots / 8 ? need : fs->cache_slots / 8;
 	fs->pin_limit = fs->cache_slots - reserve;
+	fs->wb_scratch = calloc(fs->cache_slots, sizeof(*fs->wb_scratch));
 	fs->zero = aligned_alloc(4096, fs->bs);
-	if (!fs->zero)
+	if (!fs->zero || !fs->wb_scratch)
 		return -ENOMEM;
 	memset(fs->zero, 0, fs->bs);
 	return 0;
@@ -1364,6 +1487,7 @@ void cache_destroy(struct fs *fs)
 		free(e);
 	}
 	free(fs->zero);
+	free(fs->wb_scratch);
 	free(fs->freed);
 	free(g_pend);
 	g_pend = NULL;

@@ -295,14 +295,17 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	uint64_t hits = atomic_load(&fs->stats.hits), misses = atomic_load(&fs->stats.misses);
 	strbuf_printf(&sb,
 		      "cache blocks=%llu dirty=%llu pinned=%llu hits=%llu misses=%llu "
-		      "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu\n",
+		      "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu "
+		      "flushes_reclaim=%llu flushes_rewritten=%llu\n",
 		      (unsigned long long)cached, (unsigned long long)dirty,
 		      (unsigned long long)pinned, (unsigned long long)hits,
 		      (unsigned long long)misses,
 		      hits + misses ? (double)hits / (double)(hits + misses) : 0.0,
 		      (unsigned long long)atomic_load(&fs->stats.evictions),
 		      (unsigned long long)atomic_load(&fs->stats.flushes),
-		      (unsigned long long)atomic_load(&fs->stats.flush_bytes));
+		      (unsigned long long)atomic_load(&fs->stats.flush_bytes),
+		      (unsigned long long)atomic_load(&fs->stats.flushes_reclaim),
+		      (unsigned long long)atomic_load(&fs->stats.flushes_rewritten));
 	char line[512];
 	if (engine_stats_text(fs, line, sizeof(line)) > 0)
 		strbuf_printf(&sb, "%s", line);

@@ -53,16 +53,20 @@ uint64_t engine_now(struct fs *fs)
 	return fs->order ? order_now(fs->order) : 0;
 }
 
-uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx)
+uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx, uint64_t *next_use)
 {
+	*next_use = UINT64_MAX;
 	if (!fs->learned || idx >> KEY_IDX_BITS)
 		return UINT64_MAX;
 	uint64_t key = key_of(ino, idx);
+	uint64_t u = order_next_use(fs->order, key);
+	if (u != UINT64_MAX)
+		*next_use = order_now(fs->order) + u;
 	uint64_t d = order_next_read(fs->order, key);
 	/* Overwritten before it is read again (a sub-group's block between its
 	 * read and its write-back): what RAM holds is dead, and dropping it
 	 * costs nothing, so it is the first to go. */
-	if (d == UINT64_MAX || d != order_next_use(fs->order, key))
+	if (d == UINT64_MAX || d != u)
 		return UINT64_MAX;
 	return order_now(fs->order) + d;
 }

@@ -68,14 +68,20 @@ struct centry {
 	bool flushing;	    /* a write-back is in flight: writers wait */
 	bool pinned;	    /* RAM is this block's home (rule or pin): evict last */
 	bool prefetched;    /* loaded ahead of use, not yet used */
+	bool written_back;  /* clean through a write-back since it was last written */
 	uint64_t stamp;	    /* last use, for LRU */
 	uint64_t next_read; /* predicted engine_now() of its next read, UINT64_MAX unknown */
+	uint64_t next_use;  /* same, of its next access of any kind (a read or a write) */
 	struct centry *prev, *next; /* LRU list, most recent at head */
 };
 
 struct fs_stats {
 	atomic_uint_fast64_t hits, misses, evictions, flushes, flush_bytes;
 	atomic_uint_fast64_t prefetches, prefetch_hits;
+	/* Write-backs a waiting caller asked for; write-backs of blocks then
+	 * overwritten while still in RAM (a disk write a longer stay in RAM
+	 * would have saved). */
+	atomic_uint_fast64_t flushes_reclaim, flushes_rewritten;
 };
 
 struct order;
@@ -106,6 +112,7 @@ struct fs {
 	uint64_t pin_limit;   /* RAM-home blocks beyond this become ordinary */
 	uint64_t clock;	      /* stamp source */
 	unsigned reclaim_waiters;
+	uint64_t *wb_scratch; /* cache_slots long: the write-back horizon's sort space */
 
 	/* Slots to free once the block map that stopped using them is committed. */
 	struct freed_slot *freed;
@@ -172,7 +179,10 @@ int fs_block_tier(struct fs *fs, const struct blk *b);
 int engine_init(struct fs *fs);
 void engine_stop(struct fs *fs);
 void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write); /* lock held */
-uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx);	   /* lock held */
+/* Predicted engine_now() of the block's next read (UINT64_MAX: unknown, or
+ * overwritten first) and, in *next_use, of its next access of any kind. */
+uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx,
+			  uint64_t *next_use); /* lock held */
 /* The learner's clock, the unit of next_read (0 when learning is off). */
 uint64_t engine_now(struct fs *fs); /* lock held */
 int engine_stats_text(struct fs *fs, char *buf, size_t size);
