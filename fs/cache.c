@@ -358,7 +358,7 @@ static unsigned wb_queue(const struct fs *fs)
  * costs nothing (it is written when evicted anyway) and keeps clean victims
  * at hand. Writing back a block that stays costs a disk write every step
  * for nothing: the step reads it from RAM and overwrites it. The horizon is
- * the next read of the last block that stays; a dirty block read later is
+ * keep_until() of the last block that stays; a dirty block needed later is
  * due for write-back. A queue's worth of slots is left out of the kept set,
  * so that reclaim finds write-backs already under way. Lock held. */
 static uint64_t keep_horizon(struct fs *fs)

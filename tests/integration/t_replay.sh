@@ -94,11 +94,11 @@ check "unmount clean" umount_fs
 # 4. RAM holds half the state besides the gradients (640 MiB: 256 for the
 #    gradients, 384 for 768 blocks of state). Belady keeps about half of the
 #    state dirty in RAM from its write to its next read and writes back the
-#    rest, about 400 blocks a step. A policy that writes back every block
-#    that leaves its dirty limit or is read, then overwritten, writes back
-#    all 768 (measured: 730-830; this one 450-520). A steady step (the 4th)
-#    must write back at most 614 (4/5). Then, left alone, the mount writes
-#    back what it kept.
+#    rest, about 400 blocks a step. Write-back by dirty_ratio, with dirty
+#    blocks ranked by their next read (a block read, then overwritten, looks
+#    farthest), wrote back all 768 (measured 730-830; now 450-520). A steady
+#    step (the 4th) must write back at most 614 (4/5). Then, left alone,
+#    the mount writes back what it kept.
 conf 640M >"$T/half.conf"
 rm -rf "$T/meta" "$T/nvme0" "$T/st"; mkdir -p "$T/meta" "$T/nvme0" "$T/st"
 mount_fs "$T/half.conf" || { fail "mount"; tap_exit; exit 1; }
