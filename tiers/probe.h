@@ -18,8 +18,11 @@
  * sync, so buffered tiers are not credited with page-cache speed.
  * Returns 0, -EINVAL for a RAM tier (nothing to measure: it is the cache),
  * -ENOSPC with fewer than 4 free slots, -ENOMEM, or the first I/O error.
- * Blocks the caller; takes ~bytes / bandwidth twice. Call it while the
- * tier is otherwise idle (at mount), or the figures include the contention. */
+ * Each direction runs one untimed pass (a device's or a throttle's initial
+ * burst), then timed passes for at least 200 ms (at most 16 passes).
+ * Blocks the caller; takes ~max(2 * bytes / bandwidth, 0.2 s + bytes /
+ * bandwidth) per direction. Call it while the tier is otherwise idle (at
+ * mount), or the figures include the contention. */
 int tier_probe_bandwidth(struct tier *t, uint64_t bytes, uint64_t *read_bps, uint64_t *write_bps);
 
 #endif
