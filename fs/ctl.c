@@ -133,14 +133,93 @@ void ctl_getattr(fuse_req_t req, uint64_t ino)
 		fuse_reply_attr(req, &st, 0);
 }
 
-/* Directory listings are built whole at opendir, like real directories. */
-struct ctl_dir {
+/* An open control file or directory: its bytes (the stats text, or a
+ * directory's dirents) are built whole at open, like a real directory's
+ * listing, so a reader sees one consistent snapshot.
+ *
+ * The kernel can deliver RELEASE while a READ of the same handle is still
+ * being answered (seen with a reader under load that exits as soon as it
+ * has what it wants: ASan caught the reply copying from a freed buffer).
+ * So fi->fh is an id, looked up under ctl_lock; a reply holds a reference
+ * while it copies, and whichever of release and reply ends last frees. */
+struct ctl_handle {
+	uint64_t id;
 	char *buf;
 	size_t len, cap;
 	unsigned n;
+	int refs;		 /* ctl_lock: the open handle + replies under way */
+	struct ctl_handle *next; /* ctl_lock: open handles, until release */
 };
 
-static int cd_add(fuse_req_t req, struct ctl_dir *d, const char *name, uint64_t ino, mode_t mode)
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ctl_handle *ctl_open_handles; /* ctl_lock */
+static uint64_t ctl_next_id = 1;	    /* ctl_lock */
+
+static void handle_free(struct ctl_handle *h)
+{
+	free(h->buf);
+	free(h);
+}
+
+/* Make H findable by its new id (returned), with the open handle's reference. */
+static uint64_t handle_publish(struct ctl_handle *h)
+{
+	pthread_mutex_lock(&ctl_lock);
+	h->id = ctl_next_id++;
+	h->refs = 1;
+	h->next = ctl_open_handles;
+	ctl_open_handles = h;
+	pthread_mutex_unlock(&ctl_lock);
+	return h->id;
+}
+
+/* Open handle ID, or NULL once released; UNLINK takes it off the open
+ * list. Caller holds ctl_lock. */
+static struct ctl_handle *handle_find(uint64_t id, bool unlink)
+{
+	for (struct ctl_handle **pp = &ctl_open_handles; *pp; pp = &(*pp)->next) {
+		struct ctl_handle *h = *pp;
+		if (h->id != id)
+			continue;
+		if (unlink)
+			*pp = h->next;
+		return h;
+	}
+	return NULL;
+}
+
+/* A reference to open handle ID for a reply, or NULL (already released). */
+static struct ctl_handle *handle_get(uint64_t id)
+{
+	pthread_mutex_lock(&ctl_lock);
+	struct ctl_handle *h = handle_find(id, false);
+	if (h)
+		h->refs++;
+	pthread_mutex_unlock(&ctl_lock);
+	return h;
+}
+
+static void handle_put(struct ctl_handle *h)
+{
+	pthread_mutex_lock(&ctl_lock);
+	bool last = --h->refs == 0;
+	pthread_mutex_unlock(&ctl_lock);
+	if (last)
+		handle_free(h);
+}
+
+/* RELEASE of handle ID: no new reply finds it; freed once none is under way. */
+static void handle_release(uint64_t id)
+{
+	pthread_mutex_lock(&ctl_lock);
+	struct ctl_handle *h = handle_find(id, true);
+	bool last = h && --h->refs == 0;
+	pthread_mutex_unlock(&ctl_lock);
+	if (last)
+		handle_free(h);
+}
+
+static int cd_add(fuse_req_t req, struct ctl_handle *d, const char *name, uint64_t ino, mode_t mode)
 {
 	struct stat st = {.st_ino = ino, .st_mode = mode};
 	size_t need = fuse_add_direntry(req, NULL, 0, name, NULL, 0);
@@ -161,7 +240,7 @@ static int cd_add(fuse_req_t req, struct ctl_dir *d, const char *name, uint64_t 
 
 struct tier_list {
 	fuse_req_t req;
-	struct ctl_dir *d;
+	struct ctl_handle *d;
 	int tier;
 	int err;
 };
@@ -196,7 +275,7 @@ static int tier_list_cb(const char *name, uint64_t ino, void *arg)
 void ctl_opendir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = g_fs;
-	struct ctl_dir *d = calloc(1, sizeof(*d));
+	struct ctl_handle *d = calloc(1, sizeof(*d));
 	int rc = d ? 0 : -ENOMEM;
 	if (!rc)
 		rc = cd_add(req, d, ".", ino, S_IFDIR);
@@ -228,17 +307,19 @@ void ctl_opendir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)d;
-	if (fuse_reply_open(req, fi)) {
-		free(d->buf);
-		free(d);
-	}
+	fi->fh = handle_publish(d);
+	if (fuse_reply_open(req, fi))
+		handle_release(fi->fh);
 }
 
 void ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct ctl_dir *d = (struct ctl_dir *)(uintptr_t)fi->fh;
+	struct ctl_handle *d = handle_get(fi->fh);
+	if (!d) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
 	/* Offsets are byte positions in the prebuilt buffer; a reply holds
 	 * only whole entries, so walk them. */
 	size_t start = (size_t)off, end = start;
@@ -253,21 +334,15 @@ void ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fu
 		end += entlen;
 	}
 	fuse_reply_buf(req, start < d->len ? d->buf + start : NULL, end - start);
+	handle_put(d);
 }
 
 void ctl_releasedir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct ctl_dir *d = (struct ctl_dir *)(uintptr_t)fi->fh;
-	free(d->buf);
-	free(d);
+	handle_release(fi->fh);
 	fuse_reply_err(req, 0);
 }
-
-struct ctl_file {
-	char *text;
-	size_t len;
-};
 
 int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 {
@@ -324,46 +399,47 @@ void ctl_open(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	struct ctl_file *f = calloc(1, sizeof(*f));
+	struct ctl_handle *f = calloc(1, sizeof(*f));
 	if (!f) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	int rc = 0;
 	if (ino == CTL_STATS)
-		rc = ctl_stats_text(g_fs, &f->text, &f->len);
+		rc = ctl_stats_text(g_fs, &f->buf, &f->len);
 	/* Files under tiers/NAME/ open as empty: they stand for placement. */
 	if (rc) {
 		free(f);
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)f;
+	fi->fh = handle_publish(f);
 	/* The size in stat is 0; direct_io makes read() go by our replies. */
 	fi->direct_io = 1;
-	if (fuse_reply_open(req, fi)) {
-		free(f->text);
-		free(f);
-	}
+	if (fuse_reply_open(req, fi))
+		handle_release(fi->fh);
 }
 
 void ctl_read(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct ctl_file *f = (struct ctl_file *)(uintptr_t)fi->fh;
-	if ((size_t)off >= f->len) {
-		fuse_reply_buf(req, NULL, 0);
+	struct ctl_handle *f = handle_get(fi->fh);
+	if (!f) {
+		fuse_reply_err(req, EBADF);
 		return;
 	}
-	size_t n = f->len - (size_t)off;
-	fuse_reply_buf(req, f->text + off, n < size ? n : size);
+	if ((size_t)off >= f->len) {
+		fuse_reply_buf(req, NULL, 0);
+	} else {
+		size_t n = f->len - (size_t)off;
+		fuse_reply_buf(req, f->buf + off, n < size ? n : size);
+	}
+	handle_put(f);
 }
 
 void ctl_release(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct ctl_file *f = (struct ctl_file *)(uintptr_t)fi->fh;
-	free(f->text);
-	free(f);
+	handle_release(fi->fh);
 	fuse_reply_err(req, 0);
 }
