@@ -1311,12 +1311,16 @@ static struct centry *next_to_flush(struct fs *fs, struct centry *from, bool lea
 
 /* Whether background write-back (no reclaim waiting) takes E, the block
  * next_to_flush chose. Without a learned order: while more is dirty than
- * dirty_ratio allows. With one: when E is read after HORIZON (keep_horizon). */
+ * dirty_ratio allows. With one: when E is needed after HORIZON
+ * (keep_horizon), or its next use is unknown or overdue: a block outside
+ * the step's cycle (a file written once) saves nothing by staying dirty,
+ * and must not wait for the training to stop to reach the disk. */
 static bool wb_due(struct fs *fs, struct centry *e, bool learned, uint64_t horizon)
 {
 	if (!learned)
 		return dirty_over(fs);
-	return keep_until(e, engine_now(fs)) > horizon;
+	uint64_t t = keep_until(e, engine_now(fs));
+	return t >= UINT64_MAX - 1 || t > horizon;
 }
 
 static void *flusher_main(void *arg)

@@ -15,6 +15,7 @@ PKGS=(
 	fio attr                      # throughput figures, getfattr/setfattr
 	gnuplot-nox                   # bench plot
 	python3                       # test helpers
+	procps                        # pgrep/pkill in the integration tests
 )
 missing=()
 for p in "${PKGS[@]}"; do
