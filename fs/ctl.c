@@ -10,12 +10,14 @@
  * the real tree seen through a filter and needs no state of its own.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "fs/fs.h"
+#include "fs/handle.h"
 #include "fs/strbuf.h"
 
 #define CTL_TIER_SHIFT 48
@@ -135,88 +137,31 @@ void ctl_getattr(fuse_req_t req, uint64_t ino)
 
 /* An open control file or directory: its bytes (the stats text, or a
  * directory's dirents) are built whole at open, like a real directory's
- * listing, so a reader sees one consistent snapshot.
- *
- * The kernel can deliver RELEASE while a READ of the same handle is still
- * being answered (seen with a reader under load that exits as soon as it
- * has what it wants: ASan caught the reply copying from a freed buffer).
- * So fi->fh is an id, looked up under ctl_lock; a reply holds a reference
- * while it copies, and whichever of release and reply ends last frees. */
+ * listing, so a reader sees one consistent snapshot. fi->fh is its handle
+ * id (fs/handle.h: a RELEASE may arrive while a READ is being answered). */
 struct ctl_handle {
-	uint64_t id;
+	struct fh_node node;
 	char *buf;
 	size_t len, cap;
 	unsigned n;
-	int refs;		 /* ctl_lock: the open handle + replies under way */
-	struct ctl_handle *next; /* ctl_lock: open handles, until release */
 };
 
-static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ctl_handle *ctl_open_handles; /* ctl_lock */
-static uint64_t ctl_next_id = 1;	    /* ctl_lock */
-
-static void handle_free(struct ctl_handle *h)
+static void ctl_handle_destroy(struct fh_node *n)
 {
+	struct ctl_handle *h = (struct ctl_handle *)((char *)n - offsetof(struct ctl_handle, node));
 	free(h->buf);
 	free(h);
 }
 
-/* Make H findable by its new id (returned), with the open handle's reference. */
-static uint64_t handle_publish(struct ctl_handle *h)
+/* The open handle ID, referenced, or NULL (EBADF replied). */
+static struct ctl_handle *ctl_handle_get(fuse_req_t req, uint64_t id)
 {
-	pthread_mutex_lock(&ctl_lock);
-	h->id = ctl_next_id++;
-	h->refs = 1;
-	h->next = ctl_open_handles;
-	ctl_open_handles = h;
-	pthread_mutex_unlock(&ctl_lock);
-	return h->id;
-}
-
-/* Open handle ID, or NULL once released; UNLINK takes it off the open
- * list. Caller holds ctl_lock. */
-static struct ctl_handle *handle_find(uint64_t id, bool unlink)
-{
-	for (struct ctl_handle **pp = &ctl_open_handles; *pp; pp = &(*pp)->next) {
-		struct ctl_handle *h = *pp;
-		if (h->id != id)
-			continue;
-		if (unlink)
-			*pp = h->next;
-		return h;
+	struct fh_node *n = fh_get(id);
+	if (!n) {
+		fuse_reply_err(req, EBADF);
+		return NULL;
 	}
-	return NULL;
-}
-
-/* A reference to open handle ID for a reply, or NULL (already released). */
-static struct ctl_handle *handle_get(uint64_t id)
-{
-	pthread_mutex_lock(&ctl_lock);
-	struct ctl_handle *h = handle_find(id, false);
-	if (h)
-		h->refs++;
-	pthread_mutex_unlock(&ctl_lock);
-	return h;
-}
-
-static void handle_put(struct ctl_handle *h)
-{
-	pthread_mutex_lock(&ctl_lock);
-	bool last = --h->refs == 0;
-	pthread_mutex_unlock(&ctl_lock);
-	if (last)
-		handle_free(h);
-}
-
-/* RELEASE of handle ID: no new reply finds it; freed once none is under way. */
-static void handle_release(uint64_t id)
-{
-	pthread_mutex_lock(&ctl_lock);
-	struct ctl_handle *h = handle_find(id, true);
-	bool last = h && --h->refs == 0;
-	pthread_mutex_unlock(&ctl_lock);
-	if (last)
-		handle_free(h);
+	return (struct ctl_handle *)((char *)n - offsetof(struct ctl_handle, node));
 }
 
 static int cd_add(fuse_req_t req, struct ctl_handle *d, const char *name, uint64_t ino, mode_t mode)
@@ -307,19 +252,17 @@ void ctl_opendir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = handle_publish(d);
+	fi->fh = fh_publish(&d->node, ctl_handle_destroy);
 	if (fuse_reply_open(req, fi))
-		handle_release(fi->fh);
+		fh_release(fi->fh);
 }
 
 void ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct ctl_handle *d = handle_get(fi->fh);
-	if (!d) {
-		fuse_reply_err(req, EBADF);
+	struct ctl_handle *d = ctl_handle_get(req, fi->fh);
+	if (!d)
 		return;
-	}
 	/* Offsets are byte positions in the prebuilt buffer; a reply holds
 	 * only whole entries, so walk them. */
 	size_t start = (size_t)off, end = start;
@@ -334,13 +277,13 @@ void ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fu
 		end += entlen;
 	}
 	fuse_reply_buf(req, start < d->len ? d->buf + start : NULL, end - start);
-	handle_put(d);
+	fh_put(&d->node);
 }
 
 void ctl_releasedir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	handle_release(fi->fh);
+	fh_release(fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -413,33 +356,31 @@ void ctl_open(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = handle_publish(f);
+	fi->fh = fh_publish(&f->node, ctl_handle_destroy);
 	/* The size in stat is 0; direct_io makes read() go by our replies. */
 	fi->direct_io = 1;
 	if (fuse_reply_open(req, fi))
-		handle_release(fi->fh);
+		fh_release(fi->fh);
 }
 
 void ctl_read(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct ctl_handle *f = handle_get(fi->fh);
-	if (!f) {
-		fuse_reply_err(req, EBADF);
+	struct ctl_handle *f = ctl_handle_get(req, fi->fh);
+	if (!f)
 		return;
-	}
 	if ((size_t)off >= f->len) {
 		fuse_reply_buf(req, NULL, 0);
 	} else {
 		size_t n = f->len - (size_t)off;
 		fuse_reply_buf(req, f->buf + off, n < size ? n : size);
 	}
-	handle_put(f);
+	fh_put(&f->node);
 }
 
 void ctl_release(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	handle_release(fi->fh);
+	fh_release(fi->fh);
 	fuse_reply_err(req, 0);
 }

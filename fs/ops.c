@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "fs/handle.h"
 
 struct fs *g_fs;
 
@@ -809,8 +811,10 @@ static void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 }
 
 /* A directory handle holds a snapshot of the entries, so readdir offsets
- * stay valid whatever happens to the directory meanwhile. */
+ * stay valid whatever happens to the directory meanwhile. fi->fh is its
+ * handle id (fs/handle.h: a RELEASEDIR may arrive during a READDIR). */
 struct dirsnap {
+	struct fh_node node;
 	size_t n, cap;
 	struct dent {
 		uint64_t ino;
@@ -850,6 +854,11 @@ static void snap_free(struct dirsnap *d)
 	free(d);
 }
 
+static void snap_destroy(struct fh_node *n)
+{
+	snap_free((struct dirsnap *)((char *)n - offsetof(struct dirsnap, node)));
+}
+
 static void tfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = g_fs;
@@ -885,9 +894,9 @@ static void tfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)d;
+	fi->fh = fh_publish(&d->node, snap_destroy);
 	if (fuse_reply_open(req, fi))
-		snap_free(d);
+		fh_release(fi->fh);
 }
 
 static void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -897,9 +906,15 @@ static void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		ctl_readdir(req, ino, size, off, fi);
 		return;
 	}
-	struct dirsnap *d = (struct dirsnap *)(uintptr_t)fi->fh;
+	struct fh_node *n = fh_get(fi->fh);
+	if (!n) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	struct dirsnap *d = (struct dirsnap *)((char *)n - offsetof(struct dirsnap, node));
 	char *buf = malloc(size);
 	if (!buf) {
+		fh_put(n);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -914,6 +929,7 @@ static void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	fuse_reply_buf(req, buf, pos);
 	free(buf);
+	fh_put(n);
 }
 
 static void tfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -922,7 +938,7 @@ static void tfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 		ctl_releasedir(req, ino, fi);
 		return;
 	}
-	snap_free((struct dirsnap *)(uintptr_t)fi->fh);
+	fh_release(fi->fh);
 	fuse_reply_err(req, 0);
 }
 
