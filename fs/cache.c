@@ -377,6 +377,33 @@ static uint64_t keep_horizon(struct fs *fs)
 	return select_kth(fs->wb_scratch, n, keep - 1);
 }
 
+/* keep_horizon, recomputed once the learner's clock has moved by 1/64 of
+ * the entries it ranks (at least 16 accesses): the ranking shifts by about
+ * one entry per access, and walking a large cache for every write-back
+ * would hold fs->lock too long. Lock held. */
+static uint64_t wb_horizon(struct fs *fs)
+{
+	uint64_t now = engine_now(fs), every = fs->ncached / 64;
+	if (every < 16)
+		every = 16;
+	if (!fs->wb_horizon_ok || now - fs->wb_horizon_at >= every) {
+		fs->wb_horizon = keep_horizon(fs);
+		fs->wb_horizon_at = now;
+		fs->wb_horizon_ok = true;
+	}
+	return fs->wb_horizon;
+}
+
+/* Whether dirty block E, under a learned order, is due for write-back
+ * against HORIZON: needed after it, or its next use unknown or overdue (a
+ * block outside the step's cycle, a file written once, saves nothing by
+ * staying dirty and must not wait for the training to stop). Lock held. */
+static bool due_learned(struct fs *fs, const struct centry *e, uint64_t horizon)
+{
+	uint64_t t = keep_until(e, engine_now(fs));
+	return t >= UINT64_MAX - 1 || t > horizon;
+}
+
 #define STUCK_NS (100 * 1000000ULL)
 
 static uint64_t mono_ns(void)
@@ -696,6 +723,7 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 	pthread_mutex_lock(&fs->lock);
 	int rc = fs_inode_load_map(fs, in);
 	size_t done = 0;
+	bool due = false; /* a block written is due for write-back (learned order) */
 	while (!rc && done < len) {
 		uint64_t pos = off + done;
 		uint64_t idx = pos / fs->bs, boff = pos % fs->bs;
@@ -721,6 +749,8 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 			fs->ndirty++;
 			in->ndirty++;
 		}
+		if (fs->learned && !e->pinned && !volatile_inode(in))
+			due = due || due_learned(fs, e, fs->wb_horizon_ok ? fs->wb_horizon : 0);
 		pthread_mutex_unlock(&fs->lock);
 		memcpy((char *)e->buf + boff, buf + done, blen);
 		pthread_mutex_lock(&fs->lock);
@@ -736,7 +766,10 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 		in->attr.mode &= ~(uint32_t)(S_ISUID | S_ISGID);
 		in->attr_dirty = true;
 	}
-	if (dirty_over(fs))
+	/* With a learned order, only a block due for write-back wakes the
+	 * flusher: the blocks kept dirty until their next use keep the cache
+	 * over dirty_ratio all the time, and would wake it on every write. */
+	if (fs->learned ? due : dirty_over(fs))
 		pthread_cond_signal(&fs->flusher_cond);
 	pthread_mutex_unlock(&fs->lock);
 	return done ? (int)done : rc;
@@ -1311,16 +1344,32 @@ static struct centry *next_to_flush(struct fs *fs, struct centry *from, bool lea
 
 /* Whether background write-back (no reclaim waiting) takes E, the block
  * next_to_flush chose. Without a learned order: while more is dirty than
- * dirty_ratio allows. With one: when E is needed after HORIZON
- * (keep_horizon), or its next use is unknown or overdue: a block outside
- * the step's cycle (a file written once) saves nothing by staying dirty,
- * and must not wait for the training to stop to reach the disk. */
+ * dirty_ratio allows. With one: due_learned(). */
 static bool wb_due(struct fs *fs, struct centry *e, bool learned, uint64_t horizon)
 {
-	if (!learned)
-		return dirty_over(fs);
-	uint64_t t = keep_until(e, engine_now(fs));
-	return t >= UINT64_MAX - 1 || t > horizon;
+	return learned ? due_learned(fs, e, horizon) : dirty_over(fs);
+}
+
+/* A dirty block outside the learned cycle (next use unknown or overdue)
+ * that farthest()'s newest-first sample does not reach. Untouched since it
+ * was written, it drifts to the LRU tail while the cycle's blocks are
+ * touched every step, so a bounded walk from the tail finds it. Lock held. */
+static struct centry *stray_dirty(struct fs *fs)
+{
+	uint64_t now = engine_now(fs);
+	unsigned seen = 0;
+	for (struct centry *e = fs->lru_tail; e && seen < VICTIM_SCAN; e = e->prev, seen++)
+		if (bg_candidate(e, false) && keep_until(e, now) >= UINT64_MAX - 1)
+			return e;
+	return NULL;
+}
+
+/* Whether the mount was quiet over the last period: the learner's clock
+ * moved by less than 1/64 of a cycle since TICK_CLOCK (a training step moves
+ * it by a whole cycle; a reader tailing a log now and then does not). */
+static bool quiet_since(struct fs *fs, uint64_t tick_clock)
+{
+	return engine_now(fs) - tick_clock <= engine_cycle_len(fs) / 64;
 }
 
 static void *flusher_main(void *arg)
@@ -1331,19 +1380,18 @@ static void *flusher_main(void *arg)
 	 * pinned in RAM count as dirty but are not the background's to write,
 	 * so "too much dirty" alone must not make this loop spin. */
 	bool idle = false;
-	/* The learner's clock at the last tick: unchanged at the next one
-	 * means no block was touched for a whole period. */
+	/* The learner's clock at the last tick (quiet_since). */
 	uint64_t tick_clock = 0;
 	unsigned max = wb_queue(fs);
 	pthread_mutex_lock(&fs->lock);
 	while (!fs->stopping) {
 		bool learned = fs->learned;
-		uint64_t horizon = learned ? keep_horizon(fs) : UINT64_MAX;
+		uint64_t horizon = learned ? wb_horizon(fs) : UINT64_MAX;
 		bool reclaim = fs->reclaim_waiters > 0;
 		bool pressure = false;
 		if (!idle && learned) {
 			struct centry *f = next_to_flush(fs, NULL, true, false);
-			pressure = f && wb_due(fs, f, true, horizon);
+			pressure = (f && due_learned(fs, f, horizon)) || stray_dirty(fs);
 		} else if (!idle) {
 			pressure = dirty_over(fs);
 		}
@@ -1361,17 +1409,16 @@ static void *flusher_main(void *arg)
 				break;
 			reclaim = fs->reclaim_waiters > 0;
 			learned = fs->learned;
-			horizon = learned ? keep_horizon(fs) : UINT64_MAX;
+			horizon = learned ? wb_horizon(fs) : UINT64_MAX;
 		}
 		if (tick) {
-			/* A mount left alone for a whole period writes everything
+			/* A mount quiet for a whole period writes everything
 			 * back: kept blocks do not stay dirty in RAM after the
 			 * training stops. */
-			uint64_t now = engine_now(fs);
-			quiet = learned && now == tick_clock;
+			quiet = learned && quiet_since(fs, tick_clock);
 			if (quiet)
 				horizon = 0;
-			tick_clock = now;
+			tick_clock = engine_now(fs);
 		}
 		/* Keep up to the tiers' queue depth of write-backs in flight, in
 		 * next_to_flush's order. Without a learned order and without
@@ -1382,25 +1429,27 @@ static void *flusher_main(void *arg)
 		while (e && !fs->stopping) {
 			reclaim = fs->reclaim_waiters > 0;
 			if (!reclaim && !wb_due(fs, e, learned, horizon) &&
-			    (learned || started >= max))
-				break;
+			    (learned || started >= max)) {
+				struct centry *s = learned ? stray_dirty(fs) : NULL;
+				if (!s)
+					break;
+				e = s;
+			}
 			if (batch.inflight >= max) {
 				e->refs++; /* keeps e in place while waiting */
 				while (batch.inflight >= max)
 					pthread_cond_wait(&fs->cond, &fs->lock);
 				entry_put(fs, e);
 				if (learned)
-					horizon = quiet && engine_now(fs) == tick_clock
+					horizon = quiet && quiet_since(fs, tick_clock)
 						      ? 0
-						      : keep_horizon(fs);
+						      : wb_horizon(fs);
 				e = next_to_flush(fs, e, learned, spill);
 				continue;
 			}
 			struct centry *nx = learned ? NULL : e->prev;
 			if (nx)
 				nx->refs++;
-			if (reclaim)
-				atomic_fetch_add(&fs->stats.flushes_reclaim, 1);
 			int rc = flush_start(fs, e, &batch,
 					     reclaim ? TIER_PRIO_RECLAIM : TIER_PRIO_WRITEBACK);
 			if (rc) {
@@ -1408,6 +1457,8 @@ static void *flusher_main(void *arg)
 					entry_put(fs, nx);
 				break;
 			}
+			if (reclaim)
+				atomic_fetch_add(&fs->stats.flushes_reclaim, 1);
 			if (++started % 256 == 0) {
 				/* Long rounds commit as they go. */
 				pthread_mutex_unlock(&fs->lock);

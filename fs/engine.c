@@ -53,6 +53,11 @@ uint64_t engine_now(struct fs *fs)
 	return fs->order ? order_now(fs->order) : 0;
 }
 
+size_t engine_cycle_len(struct fs *fs)
+{
+	return fs->order && fs->learned ? order_cycle_len(fs->order) : 0;
+}
+
 uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx, uint64_t *next_use)
 {
 	*next_use = UINT64_MAX;

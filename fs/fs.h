@@ -112,7 +112,10 @@ struct fs {
 	uint64_t pin_limit;   /* RAM-home blocks beyond this become ordinary */
 	uint64_t clock;	      /* stamp source */
 	unsigned reclaim_waiters;
-	uint64_t *wb_scratch; /* cache_slots long: the write-back horizon's sort space */
+	uint64_t *wb_scratch;	/* cache_slots long: the write-back horizon's sort space */
+	uint64_t wb_horizon;	/* the last keep_horizon() result ... */
+	uint64_t wb_horizon_at; /* ... and engine_now() when it was computed */
+	bool wb_horizon_ok;
 
 	/* Slots to free once the block map that stopped using them is committed. */
 	struct freed_slot *freed;
@@ -185,6 +188,8 @@ uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx,
 			  uint64_t *next_use); /* lock held */
 /* The learner's clock, the unit of next_read (0 when learning is off). */
 uint64_t engine_now(struct fs *fs); /* lock held */
+/* Block accesses in one learned cycle, 0 when none is learned. Lock held. */
+size_t engine_cycle_len(struct fs *fs);
 int engine_stats_text(struct fs *fs, char *buf, size_t size);
 /* cache.c, for the prefetcher: start loading block IDX of IN if it is not
  * cached and a slot can be had without evicting anything needed before

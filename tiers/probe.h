@@ -15,11 +15,12 @@
  * free slots of t with queue_depth I/Os in flight, tier_sync, read them back
  * (checksums verified), free the slots. Uses fewer slots when fewer are
  * free. *write_bps and *read_bps get bytes/s; the write figure includes the
- * sync, so buffered tiers are not credited with page-cache speed.
+ * syncs, so buffered tiers are not credited with page-cache speed.
  * Returns 0, -EINVAL for a RAM tier (nothing to measure: it is the cache),
  * -ENOSPC with fewer than 4 free slots, -ENOMEM, or the first I/O error.
  * Each direction runs one untimed pass (a device's or a throttle's initial
- * burst), then timed passes for at least 200 ms (at most 16 passes).
+ * burst), then timed passes for at least 200 ms (at most 16 passes); each
+ * write pass ends with a tier_sync, timed with it.
  * Blocks the caller; takes ~max(2 * bytes / bandwidth, 0.2 s + bytes /
  * bandwidth) per direction. Call it while the tier is otherwise idle (at
  * mount), or the figures include the contention. */

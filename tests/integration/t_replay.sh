@@ -117,13 +117,13 @@ else
 fi
 idle_clean() {
 	local i s d p
-	for i in $(seq 1 100); do
+	for i in $(seq 1 200); do
 		s=$(grep '^cache' "$MNT/.tierfs/stats")
 		d=$(echo "$s" | sed -E 's/.* dirty=([0-9]+).*/\1/') p=$(echo "$s" | sed -E 's/.* pinned=([0-9]+).*/\1/')
 		[ "$d" -le "$p" ] && return 0
 		sleep 0.1
 	done
-	echo "# still dirty after 10 s idle: $s"
+	echo "# still dirty after 20 s idle: $s"
 	return 1
 }
 check "left alone, the mount writes back every block it kept dirty" idle_clean
@@ -160,6 +160,7 @@ if [ $learned = yes ] && dd if=/dev/urandom of="$MNT/once.bin" bs=1M count=8 sta
 	got=0
 	for i in $(seq 1 50); do
 		got=$(nvme1_written)
+		got=${got:-0}
 		[ "$got" -ge $((8 << 20)) ] && break
 		sleep 0.1
 	done
