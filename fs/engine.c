@@ -102,7 +102,7 @@ static void *prefetcher_main(void *arg)
 			if (when != order_next_use(fs->order, keys[i]) || when > i + depth)
 				continue;
 			struct inode *in = fs_inode_find(fs, keys[i] >> KEY_IDX_BITS);
-			if (!in || fs_inode_load_map(fs, in))
+			if (!in || in->dropping || fs_inode_load_map(fs, in))
 				continue;
 			uint64_t idx = keys[i] & ((1u << KEY_IDX_BITS) - 1);
 			int rc = cache_prefetch(fs, in, idx, now + when);

@@ -42,6 +42,7 @@ struct inode {
 	unsigned nopen;		/* open file handles */
 	bool attr_dirty;	/* attr differs from LMDB */
 	bool map_loaded;
+	bool dropping;	    /* being deleted: cache_forget_inode may wait, lock dropped */
 	int home;	    /* rule/pin target tier (config index), -1 = stripe */
 	struct blk *blocks; /* indexed by block number, nblocks long */
 	uint64_t nblocks;

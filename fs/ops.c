@@ -123,7 +123,11 @@ static void inode_maybe_delete(struct fs *fs, uint64_t ino)
 	}
 	pthread_mutex_lock(&fs->lock);
 	in = fs_inode_find(fs, ino);
-	if (in && in->attr.nlink == 0 && in->nlookup == 0 && in->nopen == 0) {
+	/* A rename that replaced the file and the kernel's FORGET can both get
+	 * here; cache_forget_inode may wait (lock dropped) for a write-back,
+	 * and the other caller must not free the inode under it. */
+	if (in && !in->dropping && in->attr.nlink == 0 && in->nlookup == 0 && in->nopen == 0) {
+		in->dropping = true;
 		cache_forget_inode(fs, in);
 		fs_inode_drop(fs, in);
 	}
