@@ -1352,11 +1352,12 @@ static bool wb_due(struct fs *fs, struct centry *e, bool learned, uint64_t horiz
 }
 
 /* A dirty block outside the learned cycle (next use unknown) that
- * farthest()'s newest-first sample does not reach. Overdue predictions are
- * left to farthest(): pipelined ranks make kept blocks late often enough
- * that writing every late one back cost 4 points of hit ratio on the bench. Untouched since it
- * was written, it drifts to the LRU tail while the cycle's blocks are
- * touched every step, so a bounded walk from the tail finds it. Lock held. */
+ * farthest()'s newest-first sample does not reach. Untouched since it was
+ * written, it drifts to the LRU tail while the cycle's blocks are touched
+ * every step, so a bounded walk from the tail finds it. Overdue predictions
+ * are left to farthest(): pipelined ranks make kept blocks late often
+ * enough that writing every late one back here cost 4 points of hit ratio
+ * on the bench. Lock held. */
 static struct centry *stray_dirty(struct fs *fs)
 {
 	uint64_t now = engine_now(fs);

@@ -148,7 +148,7 @@ struct ctl_handle {
 
 static void ctl_handle_destroy(struct fh_node *n)
 {
-	struct ctl_handle *h = (struct ctl_handle *)((char *)n - offsetof(struct ctl_handle, node));
+	struct ctl_handle *h = fh_entry(n, struct ctl_handle, node);
 	free(h->buf);
 	free(h);
 }
@@ -161,7 +161,7 @@ static struct ctl_handle *ctl_handle_get(fuse_req_t req, uint64_t id)
 		fuse_reply_err(req, EBADF);
 		return NULL;
 	}
-	return (struct ctl_handle *)((char *)n - offsetof(struct ctl_handle, node));
+	return fh_entry(n, struct ctl_handle, node);
 }
 
 static int cd_add(fuse_req_t req, struct ctl_handle *d, const char *name, uint64_t ino, mode_t mode)

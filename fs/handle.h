@@ -11,12 +11,16 @@
  * nothing (EBADF to the caller).
  *
  * Embed a struct fh_node in the per-open state; the destroy callback frees
- * the whole object (container_of).
+ * the whole object (fh_entry).
  */
 #ifndef TIERFS_HANDLE_H
 #define TIERFS_HANDLE_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+/* The object of TYPE whose fh_node MEMBER is PTR. */
+#define fh_entry(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 struct fh_node {
 	uint64_t id;

@@ -860,7 +860,7 @@ static void snap_free(struct dirsnap *d)
 
 static void snap_destroy(struct fh_node *n)
 {
-	snap_free((struct dirsnap *)((char *)n - offsetof(struct dirsnap, node)));
+	snap_free(fh_entry(n, struct dirsnap, node));
 }
 
 static void tfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -915,7 +915,7 @@ static void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	struct dirsnap *d = (struct dirsnap *)((char *)n - offsetof(struct dirsnap, node));
+	struct dirsnap *d = fh_entry(n, struct dirsnap, node);
 	char *buf = malloc(size);
 	if (!buf) {
 		fh_put(n);

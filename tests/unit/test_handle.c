@@ -21,7 +21,7 @@ struct obj {
 
 static void obj_destroy(struct fh_node *n)
 {
-	struct obj *o = (struct obj *)((char *)n - offsetof(struct obj, node));
+	struct obj *o = fh_entry(n, struct obj, node);
 	(*o->destroyed)++;
 	free(o);
 }
