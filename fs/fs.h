@@ -113,6 +113,7 @@ struct fs {
 	uint64_t pin_limit;   /* RAM-home blocks beyond this become ordinary */
 	uint64_t clock;	      /* stamp source */
 	unsigned reclaim_waiters;
+	unsigned ref_waiters;	/* threads waiting for an entry's last reference */
 	uint64_t *wb_scratch;	/* cache_slots long: the write-back horizon's sort space */
 	uint64_t wb_horizon;	/* the last keep_horizon() result ... */
 	uint64_t wb_horizon_at; /* ... and engine_now() when it was computed */
