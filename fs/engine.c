@@ -168,14 +168,15 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	pthread_mutex_unlock(&fs->lock);
 	double pred =
 	    s.learned_accesses ? (double)s.predicted_hits / (double)s.learned_accesses : 0;
-	int n = snprintf(buf, size,
-			 "order enabled=%s learned=%s cycle=%zu accesses=%llu "
-			 "predicted_ratio=%.4f learns=%llu relearns=%llu prefetches=%llu "
-			 "prefetch_hits=%llu\n",
-			 fs->order ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len,
-			 (unsigned long long)s.accesses, pred, (unsigned long long)s.learns,
-			 (unsigned long long)s.relearns,
-			 (unsigned long long)atomic_load(&fs->stats.prefetches),
-			 (unsigned long long)atomic_load(&fs->stats.prefetch_hits));
+	int n = snprintf(
+	    buf, size,
+	    "order enabled=%s learned=%s cycle=%zu accesses=%llu "
+	    "predicted_ratio=%.4f learns=%llu relearns=%llu false_locks=%llu prefetches=%llu "
+	    "prefetch_hits=%llu\n",
+	    fs->order ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len,
+	    (unsigned long long)s.accesses, pred, (unsigned long long)s.learns,
+	    (unsigned long long)s.relearns, (unsigned long long)s.false_locks,
+	    (unsigned long long)atomic_load(&fs->stats.prefetches),
+	    (unsigned long long)atomic_load(&fs->stats.prefetch_hits));
 	return n < 0 || (size_t)n >= size ? -ENOSPC : n;
 }

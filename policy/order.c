@@ -26,7 +26,7 @@
 
 #define ORDER_KPOS   4	 /* positions remembered per key while learning */
 #define ORDER_NCAND  8	 /* candidate periods tried at once */
-#define ORDER_HIST_W 128 /* widest window a candidate check uses */
+#define ORDER_HIST_W 128 /* offsets a candidate's histogram re-centres over */
 
 struct ent {
 	uint64_t key;
@@ -152,22 +152,37 @@ static bool near(const struct order *o, const struct ent *e, int64_t target, int
 			continue;
 		int64_t d = (int64_t)e->pos[j] - target;
 		if (d >= -w && d <= w) {
-			hist[d + ORDER_HIST_W]++;
+			if (d >= -ORDER_HIST_W && d <= ORDER_HIST_W)
+				hist[d + ORDER_HIST_W]++;
 			found = true;
 		}
 	}
 	return found;
 }
 
+/* How far an access of a cycle of length LAG may stray from its place one
+ * cycle earlier: at least `window`, and an eighth of the cycle. A pipelined
+ * rank reads sub-group i+1 while it writes i-1, and how the two streams
+ * take turns depends on which of them the cache serves from RAM, so a write
+ * can move by up to a sub-group's reads from one step to the next: half a
+ * sub-group's share of the cycle, a sixteenth of it with 8 sub-groups, an
+ * eighth with 4. The bench's 5600-access cycle drifts by 140-350 places,
+ * which pushed a fixed window of 128 below the match threshold in some
+ * steps and dropped a correct cycle. At most a quarter of the cycle. */
+static int64_t jitter(const struct order *o, size_t lag)
+{
+	int64_t w = o->window;
+	if (w < (int64_t)(lag / 8))
+		w = (int64_t)(lag / 8);
+	if (w > (int64_t)(lag / 4))
+		w = (int64_t)(lag / 4);
+	return w;
+}
+
 /* The window a candidate of period lag is checked with. */
 static int64_t cand_window(const struct order *o, uint32_t lag)
 {
-	int64_t w = o->window;
-	if (w > (int64_t)lag / 4)
-		w = lag / 4;
-	if (w > ORDER_HIST_W)
-		w = ORDER_HIST_W;
-	return w;
+	return jitter(o, lag);
 }
 
 /* Cycle table: keys of the learned cycle. Same open addressing and epoch
@@ -205,7 +220,7 @@ static struct cent *ctab_get(struct order *o, uint64_t key, bool *fresh)
  * done at most once per max_cycle/4 accesses. */
 static void slide(struct order *o)
 {
-	size_t keep = o->max_cycle + o->window;
+	size_t keep = o->max_cycle + (size_t)jitter(o, o->max_cycle);
 	if (keep > o->len)
 		keep = o->len;
 	size_t shift = o->len - keep;
@@ -426,7 +441,7 @@ static bool track(struct order *o, uint64_t key)
 {
 	struct cent *e = ctab_find(o, key);
 	bool hit = false;
-	int64_t w = o->window < o->clen / 4 ? o->window : (int64_t)o->clen / 4;
+	int64_t w = jitter(o, o->clen);
 	if (e) {
 		int64_t dcur;
 		uint32_t q = nearest(o, e, o->cur, &dcur);
@@ -520,14 +535,14 @@ int order_create(const struct order_params *p, struct order **out)
 	o->window = d.window;
 	o->threshold = d.threshold;
 	o->hsize = d.health_window;
-	o->rec_cap = 2 * d.max_cycle + d.window;
+	o->rec_cap = 2 * d.max_cycle + (size_t)jitter(o, d.max_cycle);
 	size_t tsize = 1;
 	while (tsize < 2 * d.max_cycle)
 		tsize <<= 1;
 	o->tab_mask = tsize - 1;
 	o->ctab_mask = tsize - 1;
 	/* Load <= 3/4 keeps probes short; slide() leaves at most
-	 * max_cycle + window (<= 1.25 max_cycle < 3/4 tsize) keys. */
+	 * max_cycle + jitter (<= 1.25 max_cycle < 3/4 tsize) keys. */
 	o->tab_limit = tsize / 4 * 3;
 	o->epoch = 1;
 	o->cepoch = 1;
@@ -585,7 +600,7 @@ static uint64_t next_of(const struct order *o, uint64_t key, bool reads_only)
 	const struct cent *e = ctab_find(o, key);
 	if (!e)
 		return UINT64_MAX;
-	uint64_t w = o->window < o->clen / 4 ? o->window : o->clen / 4;
+	uint64_t w = (uint64_t)jitter(o, o->clen);
 	/* Accesses since the key's last one, counting the coming one (the
 	 * latest access has clock t; the next will have t + 1). */
 	uint64_t elapsed = (uint64_t)(uint32_t)(o->t - e->last_t) + 1;

@@ -12,7 +12,9 @@
  * same key collapse into one (several requests cover one block). The stream
  * is the interleaving of several ranks, so one step is never byte-identical
  * to the last: matching tolerates positions that moved by up to `window`
- * accesses (local swaps, rank drift), stray extra accesses and missing ones.
+ * accesses or an eighth of the cycle, whichever is more (local swaps, rank
+ * drift, a pipelined reader and writer taking turns differently), stray
+ * extra accesses and missing ones.
  *
  * Learning: a recording of the deduplicated stream that never stops. Each
  * access whose key occurred before as the same kind of access (read or
@@ -63,10 +65,11 @@ struct order_params {
 	size_t max_cycle;	/* longest learnable cycle (deduplicated accesses);
 				   0 = ORDER_DEFAULT_MAX_CYCLE, at most 2^30 */
 	size_t min_cycle;	/* shortest cycle considered; 0 = 8 */
-	unsigned window;	/* position tolerance for jitter; 0 = 128, which
-				   covers a pipelined reader and writer
-				   taking turns differently each step (clamped
-				   to max_cycle / 4) */
+	unsigned window;	/* least position tolerance for jitter; 0 = 128.
+				   A cycle of N accesses tolerates N / 8 if
+				   that is more (a pipelined reader and writer
+				   take turns differently each step, by up to
+				   a sub-group); clamped to N / 4 */
 	double threshold;	/* match rate to learn and to stay learned; 0 = 0.9 */
 	unsigned health_window; /* accesses over which a learned cycle's hit rate
 				   is judged; 0 = 4096 */

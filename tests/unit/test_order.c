@@ -425,6 +425,76 @@ static void test_deepspeed_shape(void **state)
 
 /* Learn one order, switch to a shuffled one: drops to not learned, then
  * relearns the new order with exact predictions. */
+/* One rank with DeepSpeed's pipeline: while it updates sub-group i it reads
+ * i+1 and writes i-1, and how those two streams take turns changes from
+ * step to step (the cache serves one from RAM, then the other): here each
+ * iteration puts all writes first, all reads first, or alternates them, at
+ * random. A write then moves by up to a sub-group's reads between steps,
+ * more than the least window, and the correct cycle must still be learned
+ * and held: no false lock, no relearn. */
+static void test_pipelined_turns(void **state)
+{
+	(void)state;
+	enum { SG = 8, BL = 64, STEPS = 10 }; /* BL blocks per file */
+	struct trace t = {0};
+	srand(11);
+	for (int s = 0; s < STEPS; s++) {
+		/* Files 4g..4g+3 are P, M, V, G of sub-group g. */
+		for (unsigned g = 0; g < SG; g++)
+			for (unsigned b = 0; b < BL; b++)
+				tr_add(&t, mkkey(4 * g + 3, b), true);
+		for (int i = -1; i <= SG; i++) {
+			/* Iteration i reads i+1 and writes i-1 (i = -1: the
+			 * first read; i = SG: the last write). */
+			uint64_t rd[4 * BL], wr[3 * BL];
+			size_t nr = 0, nw = 0;
+			if (i + 1 < SG)
+				for (unsigned f = 0; f < 4; f++)
+					for (unsigned b = 0; b < BL; b++)
+						rd[nr++] = mkkey(4 * (unsigned)(i + 1) + f, b);
+			if (i - 1 >= 0)
+				for (unsigned f = 0; f < 3; f++)
+					for (unsigned b = 0; b < BL; b++)
+						wr[nw++] = mkkey(4 * (unsigned)(i - 1) + f, b);
+			int turns = rand() % 3; /* 0 writes first, 1 reads first, 2 alternate */
+			size_t a = 0, c = 0;
+			while (a < nr || c < nw) {
+				bool take_read =
+				    c >= nw || (a < nr && (turns == 1 || (turns == 2 && a <= c)));
+				if (take_read)
+					tr_add(&t, rd[a++], false);
+				else
+					tr_add(&t, wr[c++], true);
+			}
+		}
+	}
+	size_t per_step = t.n / STEPS;
+	struct order *o;
+	assert_int_equal(order_create(NULL, &o), 0);
+	size_t learned_at = 0;
+	for (size_t j = 0; j < t.n; j++) {
+		order_access(o, t.key[j], t.wr[j]);
+		if (!learned_at && order_learned(o))
+			learned_at = j + 1;
+	}
+	struct order_stats st;
+	order_get_stats(o, &st);
+	print_message("# pipelined turns: %zu/step, learned at %zu, learns %llu, false locks %llu, "
+		      "relearns %llu, predicted %.3f\n",
+		      per_step, learned_at, (unsigned long long)st.learns,
+		      (unsigned long long)st.false_locks, (unsigned long long)st.relearns,
+		      (double)st.predicted_hits /
+			  (double)(st.learned_accesses ? st.learned_accesses : 1));
+	assert_true(learned_at > 0 && learned_at <= 3 * per_step);
+	assert_true(st.learned);
+	assert_int_equal(st.learns, 1);
+	assert_int_equal(st.false_locks, 0);
+	assert_int_equal(st.relearns, 0);
+	assert_int_equal(st.cycle_len, per_step);
+	order_destroy(o);
+	tr_free(&t);
+}
+
 static void test_broken_pattern(void **state)
 {
 	(void)state;
@@ -582,10 +652,11 @@ static void test_pick_victim(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_clean_cycle),	   cmocka_unit_test(test_ranks_vs_belady),
-	    cmocka_unit_test(test_scan_vs_lru),	   cmocka_unit_test(test_deepspeed_shape),
-	    cmocka_unit_test(test_broken_pattern), cmocka_unit_test(test_init_then_steps),
-	    cmocka_unit_test(test_memory_bound),   cmocka_unit_test(test_pick_victim),
+	    cmocka_unit_test(test_clean_cycle),	    cmocka_unit_test(test_ranks_vs_belady),
+	    cmocka_unit_test(test_scan_vs_lru),	    cmocka_unit_test(test_deepspeed_shape),
+	    cmocka_unit_test(test_broken_pattern),  cmocka_unit_test(test_init_then_steps),
+	    cmocka_unit_test(test_memory_bound),    cmocka_unit_test(test_pick_victim),
+	    cmocka_unit_test(test_pipelined_turns),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
