@@ -151,16 +151,16 @@ static bool evictable(const struct centry *e, bool allow_pinned)
 
 /* How many evictable entries the learned-order victim search looks at. */
 #define VICTIM_SCAN 512
-/* A predicted read this many learner accesses overdue did not happen where
- * the order said (a stray access, a rank far behind): the prediction is
- * stale, and the block is treated as not needed soon. Within it, a late
- * read is ordinary jitter between ranks. */
-#define NEXT_READ_GRACE 256
 
-/* When E is next read, for choosing a victim. */
-static uint64_t next_read_of(const struct centry *e, uint64_t now)
+/* When E is next read, for choosing a victim. A prediction older than STALE
+ * (engine_stale_before) did not happen where the order said (a stray
+ * access, a rank far behind): the block is treated as not needed soon.
+ * Within the learner's tolerance, a late read is ordinary drift between
+ * ranks or between a rank's reader and writer; the learner itself still
+ * counts it as on time, so the cache must not call it stale sooner. */
+static uint64_t next_read_of(const struct centry *e, uint64_t stale)
 {
-	if (e->next_read != UINT64_MAX && e->next_read + NEXT_READ_GRACE < now)
+	if (e->next_read != UINT64_MAX && e->next_read < stale)
 		return UINT64_MAX - 1;
 	return e->next_read;
 }
@@ -169,11 +169,11 @@ static uint64_t next_read_of(const struct centry *e, uint64_t now)
  * block pays until its next read (a dead one never), a dirty block until its
  * next access of any kind, since an overwrite makes its write-back moot. A
  * dirty block read, then overwritten within a sub-group, is thus kept, not
- * written back for nothing in between. */
-static uint64_t keep_until(const struct centry *e, uint64_t now)
+ * written back for nothing in between. STALE as for next_read_of. */
+static uint64_t keep_until(const struct centry *e, uint64_t stale)
 {
 	uint64_t t = e->dirty ? e->next_use : e->next_read;
-	if (t != UINT64_MAX && t + NEXT_READ_GRACE < now)
+	if (t != UINT64_MAX && t < stale)
 		return UINT64_MAX - 1;
 	return t;
 }
@@ -185,7 +185,7 @@ static uint64_t keep_until(const struct centry *e, uint64_t now)
 static struct centry *farthest(struct fs *fs, bool (*ok)(const struct centry *, bool), bool arg,
 			       uint64_t (*when)(const struct centry *, uint64_t))
 {
-	uint64_t now = engine_now(fs);
+	uint64_t stale = engine_stale_before(fs);
 	struct centry *best = NULL;
 	uint64_t best_nr = 0;
 	unsigned seen = 0;
@@ -193,7 +193,7 @@ static struct centry *farthest(struct fs *fs, bool (*ok)(const struct centry *, 
 		if (!ok(e, arg))
 			continue;
 		seen++;
-		uint64_t nr = when(e, now);
+		uint64_t nr = when(e, stale);
 		if (!best || nr > best_nr) {
 			best = e;
 			best_nr = nr;
@@ -212,10 +212,10 @@ static struct centry *farthest(struct fs *fs, bool (*ok)(const struct centry *, 
 static struct centry *pick_victim_before(struct fs *fs, uint64_t need_at)
 {
 	if (fs->learned) {
-		uint64_t now = engine_now(fs);
+		uint64_t stale = engine_stale_before(fs);
 		for (int pass = 0; pass < 2; pass++) {
 			struct centry *best = farthest(fs, evictable, pass == 1, next_read_of);
-			if (best && (need_at == UINT64_MAX || next_read_of(best, now) > need_at))
+			if (best && (need_at == UINT64_MAX || next_read_of(best, stale) > need_at))
 				return best;
 			if (best && need_at != UINT64_MAX)
 				return NULL;
@@ -308,7 +308,7 @@ static bool write_back_frees(const struct centry *e, bool unused)
 static bool farther_dirty(struct fs *fs, uint64_t after)
 {
 	struct centry *d = farthest(fs, write_back_frees, false, next_read_of);
-	return d && next_read_of(d, engine_now(fs)) > after;
+	return d && next_read_of(d, engine_stale_before(fs)) > after;
 }
 
 /* ---- write-back horizon (learned order) --------------------------------- */
@@ -368,10 +368,10 @@ static uint64_t keep_horizon(struct fs *fs)
 	if (room <= margin)
 		return 0;
 	size_t keep = (size_t)(room - margin), n = 0;
-	uint64_t now = engine_now(fs);
+	uint64_t stale = engine_stale_before(fs);
 	for (struct centry *e = fs->lru_head; e; e = e->next)
 		if (!e->pinned)
-			fs->wb_scratch[n++] = keep_until(e, now);
+			fs->wb_scratch[n++] = keep_until(e, stale);
 	if (n <= keep)
 		return UINT64_MAX;
 	return select_kth(fs->wb_scratch, n, keep - 1);
@@ -400,7 +400,7 @@ static uint64_t wb_horizon(struct fs *fs)
  * staying dirty and must not wait for the training to stop). Lock held. */
 static bool due_learned(struct fs *fs, const struct centry *e, uint64_t horizon)
 {
-	uint64_t t = keep_until(e, engine_now(fs));
+	uint64_t t = keep_until(e, engine_stale_before(fs));
 	return t >= UINT64_MAX - 1 || t > horizon;
 }
 
@@ -428,7 +428,7 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 			return rc;
 		struct centry *v = pick_victim(fs);
 		if (v && patient && fs->learned &&
-		    farther_dirty(fs, next_read_of(v, engine_now(fs))))
+		    farther_dirty(fs, next_read_of(v, engine_stale_before(fs))))
 			v = NULL;
 		if (v) {
 			atomic_fetch_add(&fs->stats.evictions, 1);
@@ -1371,10 +1371,10 @@ static bool wb_due(struct fs *fs, struct centry *e, bool learned, uint64_t horiz
  * on the bench. Lock held. */
 static struct centry *stray_dirty(struct fs *fs)
 {
-	uint64_t now = engine_now(fs);
+	uint64_t stale = engine_stale_before(fs);
 	unsigned seen = 0;
 	for (struct centry *e = fs->lru_tail; e && seen < VICTIM_SCAN; e = e->prev, seen++)
-		if (bg_candidate(e, false) && keep_until(e, now) == UINT64_MAX)
+		if (bg_candidate(e, false) && keep_until(e, stale) == UINT64_MAX)
 			return e;
 	return NULL;
 }

@@ -53,6 +53,14 @@ uint64_t engine_now(struct fs *fs)
 	return fs->order ? order_now(fs->order) : 0;
 }
 
+uint64_t engine_stale_before(struct fs *fs)
+{
+	if (!fs->order)
+		return 0;
+	uint64_t now = order_now(fs->order), tol = order_tolerance(fs->order);
+	return now > tol ? now - tol : 0;
+}
+
 size_t engine_cycle_len(struct fs *fs)
 {
 	return fs->order && fs->learned ? order_cycle_len(fs->order) : 0;

@@ -192,6 +192,10 @@ uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx,
 uint64_t engine_now(struct fs *fs); /* lock held */
 /* Block accesses in one learned cycle, 0 when none is learned. Lock held. */
 size_t engine_cycle_len(struct fs *fs);
+/* A predicted access time (engine_now units) before this is stale: the
+ * access is overdue by more than the learner's jitter tolerance, so it did
+ * not happen where the order said. Lock held. */
+uint64_t engine_stale_before(struct fs *fs);
 int engine_stats_text(struct fs *fs, char *buf, size_t size);
 /* cache.c, for the prefetcher: start loading block IDX of IN if it is not
  * cached and a slot can be had without evicting anything needed before

@@ -593,6 +593,11 @@ size_t order_cycle_len(const struct order *o)
 	return o->learned ? o->clen : 0;
 }
 
+size_t order_tolerance(const struct order *o)
+{
+	return o->learned ? (size_t)jitter(o, o->clen) : o->window;
+}
+
 static uint64_t next_of(const struct order *o, uint64_t key, bool reads_only)
 {
 	if (!o || !o->learned)

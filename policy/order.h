@@ -105,6 +105,10 @@ bool order_learned(const struct order *o);
  * while the clock moves on (the cache stamps its entries with those). */
 uint64_t order_now(const struct order *o);
 size_t order_cycle_len(const struct order *o); /* 0 when not learned */
+/* How many accesses an access of the learned cycle may come late or early
+ * and still be where the cycle says (the window, or cycle/8 if more). A
+ * prediction overdue by more did not happen where predicted. */
+size_t order_tolerance(const struct order *o);
 
 /* Accesses from the current position until KEY's next predicted access:
  * 0 = it is the next access expected. UINT64_MAX when not learned or KEY is

@@ -491,6 +491,8 @@ static void test_pipelined_turns(void **state)
 	assert_int_equal(st.false_locks, 0);
 	assert_int_equal(st.relearns, 0);
 	assert_int_equal(st.cycle_len, per_step);
+	/* The tolerance the cache's staleness test shares: cycle / 8 here. */
+	assert_int_equal(order_tolerance(o), per_step / 8);
 	order_destroy(o);
 	tr_free(&t);
 }
