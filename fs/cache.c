@@ -342,8 +342,7 @@ static uint64_t select_kth(uint64_t *a, size_t n, size_t k)
 	return a[k];
 }
 
-/* Write-backs the persistent tiers keep in flight together. */
-static unsigned wb_queue(const struct fs *fs)
+unsigned fs_persistent_queue(const struct fs *fs)
 {
 	unsigned max = 0;
 	for (int i = 0; i < fs->conf.ntiers; i++)
@@ -364,7 +363,7 @@ static unsigned wb_queue(const struct fs *fs)
 static uint64_t keep_horizon(struct fs *fs)
 {
 	uint64_t room = fs->cache_slots > fs->npinned ? fs->cache_slots - fs->npinned : 0;
-	uint64_t margin = wb_queue(fs);
+	uint64_t margin = fs_persistent_queue(fs);
 	if (room <= margin)
 		return 0;
 	size_t keep = (size_t)(room - margin), n = 0;
@@ -1397,7 +1396,7 @@ static void *flusher_main(void *arg)
 	bool idle = false;
 	/* The learner's clock at the last tick (quiet_since). */
 	uint64_t tick_clock = 0;
-	unsigned max = wb_queue(fs);
+	unsigned max = fs_persistent_queue(fs);
 	pthread_mutex_lock(&fs->lock);
 	while (!fs->stopping) {
 		bool learned = fs->learned;

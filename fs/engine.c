@@ -137,9 +137,7 @@ int engine_init(struct fs *fs)
 		return 0;
 	/* Prefetch may use the queue depth of every persistent tier, which
 	 * the scheduler serves after demand reads. */
-	for (int i = 0; i < fs->conf.ntiers; i++)
-		if (fs->conf.tiers[i].persistent)
-			fs->prefetch_max += fs->conf.tiers[i].queue_depth;
+	fs->prefetch_max = fs_persistent_queue(fs);
 	rc = pthread_create(&fs->prefetcher, NULL, prefetcher_main, fs);
 	if (rc)
 		return -rc;

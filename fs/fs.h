@@ -202,6 +202,10 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size);
  * NEED_AT (UINT64_MAX: free slots only, evict nothing). Lock held (dropped
  * while submitting). Returns 1 if started, 0 if not worth it, -errno. */
 int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at);
+/* I/O the persistent tiers keep in flight together (their queue depths):
+ * the write-backs the flusher keeps going, the prefetches the prefetcher
+ * may start. */
+unsigned fs_persistent_queue(const struct fs *fs);
 
 /* ctl.c — the read-only .tierfs view */
 #define CTL_BASE  (1ULL << 62)

@@ -747,7 +747,10 @@ static struct inode *get_open_inode(fuse_ino_t ino)
 	pthread_mutex_lock(&fs->lock);
 	struct inode *in = fs_inode_find(fs, ino);
 	pthread_mutex_unlock(&fs->lock);
-	return in; /* stays while open (nopen > 0) */
+	/* Stays while the kernel knows the inode (nlookup > 0): it sends
+	 * FORGET only once its inode is gone, which no request in flight on
+	 * it allows; deletion waits for that too (forget_one). */
+	return in;
 }
 
 static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
