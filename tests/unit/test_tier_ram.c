@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <xxhash.h>
 
 #include <errno.h>
 #include <stdint.h>
@@ -161,6 +162,19 @@ static void test_checksum(void **state)
 	assert_true(tier_checksum(a, BS) == tier_checksum(b, BS));
 	((char *)b)[BS / 2] ^= 1;
 	assert_true(tier_checksum(a, BS) != tier_checksum(b, BS));
+	/* Checksums are stored in the metadata: whatever implementation
+	 * tier_checksum dispatches to must give the portable XXH3-64 of
+	 * the library (this file does not include the dispatcher), at every
+	 * length and alignment. */
+	assert_true(tier_checksum("", 0) == 0x2D06800538D394C2ULL);
+	for (size_t i = 0; i < BS; i++)
+		((unsigned char *)a)[i] = (unsigned char)(i * 131 + (i >> 9));
+	const size_t lens[] = {1, 3, 16, 17, 128, 129, 240, 241, 1000, 4096, 65537, BS - 7, BS};
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		assert_true(tier_checksum(a, lens[i]) == XXH3_64bits(a, lens[i]));
+		assert_true(tier_checksum((char *)a + 7, lens[i] - (lens[i] > 7 ? 7 : 0)) ==
+			    XXH3_64bits((char *)a + 7, lens[i] - (lens[i] > 7 ? 7 : 0)));
+	}
 	free(a);
 	free(b);
 }
