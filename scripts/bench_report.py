@@ -281,6 +281,7 @@ def cmd_report(args):
         run = {"setup": setup, "rep": rep, "file": name}
         st_path = os.path.join(d, "%s-%d.status" % (setup, rep))
         run["status"] = open(st_path).read().strip() if os.path.exists(st_path) else "ok"
+        warm = 0
         try:
             rj = json.load(open(os.path.join(d, name)))
             run["replay"] = rj
@@ -302,15 +303,21 @@ def cmd_report(args):
             if run["status"] == "ok":
                 run["status"] = "failed: no replay result (%s)" % e
         if setup == "tierfs":
-            # counters over the last step: its backward and its update phase
+            # counters per step (its backward and its update phase), for the
+            # same steps as the update time; the last step's are kept whole
             sd = os.path.join(d, "tierfs-%d.stats" % rep)
             n = meta["steps"]
-            prev = parse_stats(os.path.join(sd, "step%d-%s" % (n - 1, "update" if n > 1 else "init")))
-            bwd = parse_stats(os.path.join(sd, "step%d-backward" % n))
-            upd = parse_stats(os.path.join(sd, "step%d-update" % n))
-            run["tierfs_stats_backward"] = stats_delta(prev, bwd) if bwd else {}
-            run["tierfs_stats"] = stats_delta(bwd, upd) if upd else {}
-            run["tierfs_stats_raw_last"] = upd
+            snap = lambda k, phase: parse_stats(os.path.join(sd, "step%d-%s" % (k, phase)))
+            run["tierfs_steps"] = []
+            first = n - len(run.get("update_s", [])[warm:]) + 1 if "update_s" in run else n
+            for k in range(first, n + 1):
+                prev = snap(k - 1, "update" if k > 1 else "init")
+                bwd, upd = snap(k, "backward"), snap(k, "update")
+                run["tierfs_steps"].append((stats_delta(prev, bwd) if bwd else {},
+                                            stats_delta(bwd, upd) if upd else {}))
+            run["tierfs_stats_backward"], run["tierfs_stats"] = (
+                run["tierfs_steps"][-1] if run["tierfs_steps"] else ({}, {}))
+            run["tierfs_stats_raw_last"] = snap(n, "update")
         runs.append(run)
     floor = None
     fp = os.path.join(d, "floor.json")
@@ -359,13 +366,19 @@ def cmd_report(args):
             drd, dwr = r.get("bytes_read_per_step"), r.get("bytes_written_per_step")
             hit = None
         else:
-            # disk tier bytes in the last step's update phase (+ its backward for writes)
-            sb = r.get("tierfs_stats_backward") or {}
-            drd = stat_pick(st, "nvme0", "read")
-            dwr = stat_pick(st, "nvme0", "writ")
-            bw = stat_pick(sb, "nvme0", "writ")
-            if dwr is not None and bw is not None:
-                dwr += bw
+            # disk tier bytes per step: read in the update phase, written in
+            # it and in its backward (write-back runs on); mean over the
+            # steps the update time is averaged over
+            rds, wrs = [], []
+            for sb, su in r.get("tierfs_steps") or []:
+                x, y, z = stat_pick(su, "nvme0", "read"), stat_pick(su, "nvme0", "writ"), stat_pick(sb, "nvme0", "writ")
+                if x is not None:
+                    rds.append(x)
+                if y is not None and z is not None:
+                    wrs.append(y + z)
+            drd = mean(rds) if rds else None
+            dwr = mean(wrs) if wrs else None
+            r["disk_read_per_step"], r["disk_written_per_step"] = drd, dwr
             # The cache's own counter counts every request (writes too), so
             # it is kept apart; the column is Belady's measure: the share of
             # the bytes the update phase read that did not come from the disk
@@ -398,7 +411,7 @@ def cmd_report(args):
                   floor["hit_ratio"], fmt_bytes(pg["disk_read_bytes"]),
                   fmt_bytes(pg["disk_write_bytes"]), pg["hit_ratio"]))
     if any(r["setup"] == "tierfs" for r in runs):
-        print("tierfs columns: disk rd/wr = tier nvme0 bytes in the last step (from .tierfs/stats), "
+        print("tierfs columns: disk rd/wr = tier nvme0 bytes per step (from .tierfs/stats, mean over the steps the update time averages), "
               "hit = 1 - disk bytes read / bytes the update phase read (Belady's measure)")
     if two:
         print("two tiers (%s): striped read %s vs sum of tiers %.2f GB/s -> %s  %s" % (
