@@ -240,14 +240,11 @@ static void slide(struct order *o)
 	}
 }
 
-/* The last `lag` recorded accesses become the cycle. O(lag), and a
- * candidate needs at least lag accesses to get here. */
-static void become_learned(struct order *o, size_t lag)
+/* Index the cycle cyc[0..clen): each key's positions as a circular chain
+ * (ctab first/last, nxt), anchored at its last position. */
+static void index_cycle(struct order *o)
 {
-	memcpy(o->cyc, o->rec + (o->len - lag), lag * sizeof(*o->cyc));
-	memcpy(o->cycw, o->recw + (o->len - lag), lag);
-	o->clen = lag;
-	o->cur = 0;
+	size_t lag = o->clen;
 	if (++o->cepoch == 0) {
 		memset(o->ctab, 0, (o->ctab_mask + 1) * sizeof(*o->ctab));
 		o->cepoch = 1;
@@ -270,6 +267,17 @@ static void become_learned(struct order *o, size_t lag)
 		if (e->last == p)
 			o->nxt[p] = e->first;
 	}
+}
+
+/* The last `lag` recorded accesses become the cycle. O(lag), and a
+ * candidate needs at least lag accesses to get here. */
+static void become_learned(struct order *o, size_t lag)
+{
+	memcpy(o->cyc, o->rec + (o->len - lag), lag * sizeof(*o->cyc));
+	memcpy(o->cycw, o->recw + (o->len - lag), lag);
+	o->clen = lag;
+	o->cur = 0;
+	index_cycle(o);
 	o->learned = true;
 	o->hpos = o->hfill = o->hhits = 0;
 	o->miss_run = 0;
@@ -420,31 +428,44 @@ static int64_t cdiff(const struct order *o, size_t a, size_t b)
 	return d;
 }
 
-/* The occurrence of e nearest cycle position target, and its distance. */
-static uint32_t nearest(const struct order *o, const struct cent *e, size_t target, int64_t *dist)
+/* The occurrence of e nearest cycle position target, and its distance.
+ * Only occurrences of the access's own kind (read or write) are candidates
+ * when the key has one: a block read, then written a sub-group later, has
+ * two occurrences, and with several ranks drifting a write can land nearer
+ * the read's. Matched to the read, its next use would be "the write"
+ * again, and a block to be read next step looked dead (overwritten before
+ * it is read): the cache's first victim. */
+static uint32_t nearest(const struct order *o, const struct cent *e, size_t target, bool write,
+			int64_t *dist)
 {
-	uint32_t bestp = e->first, p = e->first;
-	int64_t best = cdiff(o, target, p);
-	while ((p = o->nxt[p]) != e->first) {
-		int64_t d = cdiff(o, target, p);
-		if (llabs(d) < llabs(best)) {
-			best = d;
-			bestp = p;
-		}
+	uint32_t bestp = UINT32_MAX, p;
+	int64_t best = 0;
+	for (int any = 0; any < 2 && bestp == UINT32_MAX; any++) {
+		p = e->first;
+		do {
+			if (any || (o->cycw[p] != 0) == write) {
+				int64_t d = cdiff(o, target, p);
+				if (bestp == UINT32_MAX || llabs(d) < llabs(best)) {
+					best = d;
+					bestp = p;
+				}
+			}
+			p = o->nxt[p];
+		} while (p != e->first);
 	}
 	*dist = best;
 	return bestp;
 }
 
 /* Follow the position. Returns false when the pattern broke. */
-static bool track(struct order *o, uint64_t key)
+static bool track(struct order *o, uint64_t key, bool write)
 {
 	struct cent *e = ctab_find(o, key);
 	bool hit = false;
 	int64_t w = jitter(o, o->clen);
 	if (e) {
 		int64_t dcur;
-		uint32_t q = nearest(o, e, o->cur, &dcur);
+		uint32_t q = nearest(o, e, o->cur, write, &dcur);
 		hit = llabs(dcur) <= w;
 		uint64_t elapsed = (uint32_t)(o->t - e->last_t);
 		if (e->last_q != UINT32_MAX && elapsed <= o->clen + (uint64_t)w) {
@@ -452,7 +473,7 @@ static bool track(struct order *o, uint64_t key)
 			 * from a lagging rank; the key's own last access says
 			 * where in the cycle this one should be. */
 			int64_t dself;
-			uint32_t qs = nearest(o, e, (e->last_q + elapsed) % o->clen, &dself);
+			uint32_t qs = nearest(o, e, (e->last_q + elapsed) % o->clen, write, &dself);
 			if (llabs(dself) <= w) {
 				hit = true;
 				q = qs;
@@ -496,7 +517,7 @@ void order_access(struct order *o, uint64_t key, bool write)
 	o->last_key = key;
 	o->st.deduped++;
 	o->t++;
-	if (o->learned && !track(o, key)) {
+	if (o->learned && !track(o, key, write)) {
 		o->st.relearns++;
 		unlearn(o);
 	}

@@ -497,6 +497,37 @@ static void test_pipelined_turns(void **state)
 	tr_free(&t);
 }
 
+/* A block read, then written 60 accesses later. One step its write comes
+ * 35 early, nearer the read's place in the cycle than the write's: it must
+ * still be taken for the write, so that its next use is next step's read,
+ * not "the write" again (which made the block look dead after it). */
+static void test_write_near_read(void **state)
+{
+	(void)state;
+	enum { P = 400, X = 1000 };
+	struct order *o;
+	assert_int_equal(order_create(NULL, &o), 0);
+	for (int s = 0; s < 6; s++) {
+		int wpos = s == 5 ? 125 : 160;
+		for (unsigned i = 0; i < P; i++) {
+			if (i == 100)
+				order_access(o, mkkey(1, X), false);
+			if ((int)i == wpos) {
+				order_access(o, mkkey(1, X), true);
+				if (s == 5) {
+					assert_true(order_learned(o));
+					uint64_t u = order_next_use(o, mkkey(1, X));
+					uint64_t d = order_next_read(o, mkkey(1, X));
+					assert_true(u != UINT64_MAX);
+					assert_int_equal(d, u);
+				}
+			}
+			order_access(o, mkkey(0, i), false);
+		}
+	}
+	order_destroy(o);
+}
+
 static void test_broken_pattern(void **state)
 {
 	(void)state;
@@ -658,7 +689,7 @@ int main(void)
 	    cmocka_unit_test(test_scan_vs_lru),	    cmocka_unit_test(test_deepspeed_shape),
 	    cmocka_unit_test(test_broken_pattern),  cmocka_unit_test(test_init_then_steps),
 	    cmocka_unit_test(test_memory_bound),    cmocka_unit_test(test_pick_victim),
-	    cmocka_unit_test(test_pipelined_turns),
+	    cmocka_unit_test(test_pipelined_turns), cmocka_unit_test(test_write_near_read),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
