@@ -87,6 +87,7 @@ struct order_stats {
 	uint64_t learns;	   /* times a cycle was learned */
 	uint64_t relearns;	   /* times a learned cycle broke (health) */
 	uint64_t false_locks;	   /* cycles dropped while still on probation */
+	uint64_t repaired;	   /* accesses put back into a learned cycle's cut */
 	bool learned;
 	size_t cycle_len;
 };
