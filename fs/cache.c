@@ -511,6 +511,8 @@ enum get_mode {
 	GET_READ,	/* existing data or a hole (NULL) */
 	GET_WRITE_PART, /* will be partly overwritten: needs its data */
 	GET_WRITE_FULL, /* will be fully overwritten: contents do not matter */
+	GET_WRITE_HEAD, /* overwritten from its start to EOF: the rest reads as
+			   zeros, so a new entry is zeroed, not loaded */
 };
 
 /* Reference the cached entry of block IDX, loading it when needed. Lock
@@ -580,7 +582,7 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 		uint64_t slot = b->slot, csum = b->csum;
 		bool written = tier != TIER_NONE && (csum != 0 || b->ce == NULL);
 		pthread_mutex_unlock(&fs->lock);
-		if (tier == TIER_NONE || !written) {
+		if (tier == TIER_NONE || !written || mode == GET_WRITE_HEAD) {
 			memset(e->buf, 0, fs->bs);
 			rc = 0;
 		} else {
@@ -740,10 +742,16 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 		size_t blen = fs->bs - boff;
 		if (blen > len - done)
 			blen = len - done;
-		bool full = boff == 0 && blen == fs->bs;
+		/* A write from the block's start to EOF or past it leaves nothing
+		 * of the old block to keep: the last, partial block of a file
+		 * rewritten whole (DeepSpeed's swap files are rarely a multiple
+		 * of the block size) needs no read from disk. */
+		enum get_mode mode = boff == 0 && blen == fs->bs		? GET_WRITE_FULL
+				     : boff == 0 && pos + blen >= in->attr.size ? GET_WRITE_HEAD
+										: GET_WRITE_PART;
 		struct centry *e;
 		engine_access(fs, in->ino, idx, true);
-		rc = entry_get(fs, in, idx, full ? GET_WRITE_FULL : GET_WRITE_PART, &e);
+		rc = entry_get(fs, in, idx, mode, &e);
 		if (rc)
 			break;
 		e->next_read = engine_next_read(fs, in->ino, idx, &e->next_use);
