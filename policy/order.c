@@ -179,12 +179,6 @@ static int64_t jitter(const struct order *o, size_t lag)
 	return w;
 }
 
-/* The window a candidate of period lag is checked with. */
-static int64_t cand_window(const struct order *o, uint32_t lag)
-{
-	return jitter(o, lag);
-}
-
 /* Cycle table: keys of the learned cycle. Same open addressing and epoch
  * trick as tab; at most max_cycle keys in 2 * max_cycle slots. */
 static struct cent *ctab_find(const struct order *o, uint64_t key)
@@ -346,8 +340,9 @@ static void chain_insert(struct order *o, uint64_t key, uint32_t p, uint32_t las
  * errors stay within the band, which the matching tolerates. O(band). */
 static void repair_cycle(struct order *o)
 {
+	/* jitter() <= lag / 4 keeps the two bands of the cut apart. */
 	size_t lag = o->clen, w = (size_t)jitter(o, lag);
-	if (o->len < lag + w || 4 * w > lag)
+	if (o->len < lag + w)
 		return;
 	size_t dup = 0; /* next of the 2w band positions to look at */
 	for (size_t i = o->len - lag - w; i < o->len - lag; i++) {
@@ -419,7 +414,7 @@ static void record(struct order *o, uint64_t key, bool write)
 		if (!k->used)
 			continue;
 		k->checked++;
-		if (!near(o, e, (int64_t)i - k->lag, cand_window(o, k->lag), write, k->hist))
+		if (!near(o, e, (int64_t)i - k->lag, jitter(o, k->lag), write, k->hist))
 			k->miss++;
 		size_t span = k->lag > o->min_verify ? k->lag : o->min_verify;
 		if ((double)k->miss > (1.0 - o->threshold) * (double)span) {
@@ -468,7 +463,7 @@ static void record(struct order *o, uint64_t key, bool write)
 			}
 			/* Close lags are one hypothesis: the offset histogram
 			 * finds the exact period later. */
-			size_t w = (size_t)cand_window(o, k->lag) / 4;
+			size_t w = (size_t)jitter(o, k->lag) / 4;
 			if (lag + w >= k->lag && lag <= k->lag + w)
 				dup = true;
 		}
