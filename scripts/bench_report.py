@@ -309,7 +309,7 @@ def cmd_report(args):
             n = meta["steps"]
             snap = lambda k, phase: parse_stats(os.path.join(sd, "step%d-%s" % (k, phase)))
             run["tierfs_steps"] = []
-            first = n - len(run.get("update_s", [])[warm:]) + 1 if "update_s" in run else n
+            first = warm + 1 if "update_s" in run else n
             for k in range(first, n + 1):
                 prev = snap(k - 1, "update" if k > 1 else "init")
                 bwd, upd = snap(k, "backward"), snap(k, "update")
