@@ -75,32 +75,60 @@ static void defer_free(struct fs *fs, uint16_t tier, uint64_t slot)
 
 static void lru_unlink(struct fs *fs, struct centry *e)
 {
+	int l = e->pinned;
 	if (e->prev)
 		e->prev->next = e->next;
 	else
-		fs->lru_head = e->next;
+		fs->lru_head[l] = e->next;
 	if (e->next)
 		e->next->prev = e->prev;
 	else
-		fs->lru_tail = e->prev;
+		fs->lru_tail[l] = e->prev;
 	e->prev = e->next = NULL;
 }
 
 static void lru_push(struct fs *fs, struct centry *e)
 {
+	int l = e->pinned;
 	e->prev = NULL;
-	e->next = fs->lru_head;
-	if (fs->lru_head)
-		fs->lru_head->prev = e;
-	fs->lru_head = e;
-	if (!fs->lru_tail)
-		fs->lru_tail = e;
+	e->next = fs->lru_head[l];
+	if (fs->lru_head[l])
+		fs->lru_head[l]->prev = e;
+	fs->lru_head[l] = e;
+	if (!fs->lru_tail[l])
+		fs->lru_tail[l] = e;
+}
+
+/* The least recently used entry, of those that may go first unless
+ * PINNED_TOO; then the one used before E, the pinned list following the
+ * other. */
+static struct centry *lru_oldest(struct fs *fs, bool pinned_too)
+{
+	return fs->lru_tail[0] ? fs->lru_tail[0] : pinned_too ? fs->lru_tail[1] : NULL;
+}
+
+static struct centry *lru_older(struct fs *fs, struct centry *e, bool pinned_too)
+{
+	if (e->prev)
+		return e->prev;
+	return !e->pinned && pinned_too ? fs->lru_tail[1] : NULL;
+}
+
+/* Make E's home RAM, moving it to the pinned list. Lock held. */
+static void entry_pin(struct fs *fs, struct centry *e)
+{
+	if (e->pinned)
+		return;
+	lru_unlink(fs, e);
+	e->pinned = true;
+	fs->npinned++;
+	lru_push(fs, e);
 }
 
 static void touch(struct fs *fs, struct centry *e)
 {
 	e->stamp = ++fs->clock;
-	if (fs->lru_head != e) {
+	if (fs->lru_head[e->pinned] != e) {
 		lru_unlink(fs, e);
 		lru_push(fs, e);
 	}
@@ -178,28 +206,34 @@ static uint64_t keep_until(const struct centry *e, uint64_t stale)
 	return t;
 }
 
-/* Among the newest VICTIM_SCAN entries that OK(e, ARG) accepts, the one
+/* Among the newest VICTIM_SCAN entries of each LRU list in LISTS (bit 0:
+ * those that may go, bit 1: pinned) that OK(e, ARG) accepts, the one
  * WHEN says is needed farthest ahead: Belady's choice (on a repeating scan
  * the newest are the ones needed last, so the sample holds the answer).
  * NULL if none. */
-static struct centry *farthest(struct fs *fs, bool (*ok)(const struct centry *, bool), bool arg,
+static struct centry *farthest(struct fs *fs, unsigned lists,
+			       bool (*ok)(const struct centry *, bool), bool arg,
 			       uint64_t (*when)(const struct centry *, uint64_t))
 {
 	uint64_t stale = engine_stale_before(fs);
 	struct centry *best = NULL;
 	uint64_t best_nr = 0;
-	unsigned seen = 0;
-	for (struct centry *e = fs->lru_head; e && seen < VICTIM_SCAN; e = e->next) {
-		if (!ok(e, arg))
+	for (int l = 0; l < 2 && best_nr != UINT64_MAX; l++) {
+		if (!(lists & 1u << l))
 			continue;
-		seen++;
-		uint64_t nr = when(e, stale);
-		if (!best || nr > best_nr) {
-			best = e;
-			best_nr = nr;
+		unsigned seen = 0;
+		for (struct centry *e = fs->lru_head[l]; e && seen < VICTIM_SCAN; e = e->next) {
+			if (!ok(e, arg))
+				continue;
+			seen++;
+			uint64_t nr = when(e, stale);
+			if (!best || nr > best_nr) {
+				best = e;
+				best_nr = nr;
+			}
+			if (best_nr == UINT64_MAX)
+				break;
 		}
-		if (best_nr == UINT64_MAX)
-			break;
 	}
 	return best;
 }
@@ -214,7 +248,8 @@ static struct centry *pick_victim_before(struct fs *fs, uint64_t need_at)
 	if (fs->learned) {
 		uint64_t stale = engine_stale_before(fs);
 		for (int pass = 0; pass < 2; pass++) {
-			struct centry *best = farthest(fs, evictable, pass == 1, next_read_of);
+			struct centry *best =
+			    farthest(fs, 1u << pass, evictable, pass == 1, next_read_of);
 			if (best && (need_at == UINT64_MAX || next_read_of(best, stale) > need_at))
 				return best;
 			if (best && need_at != UINT64_MAX)
@@ -226,7 +261,7 @@ static struct centry *pick_victim_before(struct fs *fs, uint64_t need_at)
 		return NULL;
 	}
 	for (int pass = 0; pass < 2; pass++)
-		for (struct centry *e = fs->lru_tail; e; e = e->prev)
+		for (struct centry *e = fs->lru_tail[pass]; e; e = e->prev)
 			if (evictable(e, pass == 1))
 				return e;
 	return NULL;
@@ -239,7 +274,7 @@ static struct centry *pick_victim(struct fs *fs)
 
 static bool any_flushable(struct fs *fs)
 {
-	for (struct centry *e = fs->lru_tail; e; e = e->prev)
+	for (struct centry *e = lru_oldest(fs, true); e; e = lru_older(fs, e, true))
 		if ((e->dirty && !e->flushing) || e->flushing || e->state == CE_LOADING)
 			return true;
 	return false;
@@ -284,7 +319,7 @@ static bool bg_candidate(const struct centry *e, bool spill)
  * write and a read of a block the rule keeps in RAM for speed. */
 static bool must_spill(struct fs *fs)
 {
-	for (struct centry *e = fs->lru_tail; e; e = e->prev)
+	for (struct centry *e = fs->lru_tail[0]; e; e = e->prev)
 		if (bg_candidate(e, false) || (e->flushing && !e->pinned) || evictable(e, false))
 			return false;
 	return true;
@@ -307,7 +342,7 @@ static bool write_back_frees(const struct centry *e, bool unused)
  * again within the step. Learned order only. */
 static bool farther_dirty(struct fs *fs, uint64_t after)
 {
-	struct centry *d = farthest(fs, write_back_frees, false, next_read_of);
+	struct centry *d = farthest(fs, 1u, write_back_frees, false, next_read_of);
 	return d && next_read_of(d, engine_stale_before(fs)) > after;
 }
 
@@ -368,9 +403,8 @@ static uint64_t keep_horizon(struct fs *fs)
 		return 0;
 	size_t keep = (size_t)(room - margin), n = 0;
 	uint64_t stale = engine_stale_before(fs);
-	for (struct centry *e = fs->lru_head; e; e = e->next)
-		if (!e->pinned)
-			fs->wb_scratch[n++] = keep_until(e, stale);
+	for (struct centry *e = fs->lru_head[0]; e; e = e->next)
+		fs->wb_scratch[n++] = keep_until(e, stale);
 	if (n <= keep)
 		return UINT64_MAX;
 	return select_kth(fs->wb_scratch, n, keep - 1);
@@ -1263,7 +1297,7 @@ int cache_flush_all(struct fs *fs)
 	pthread_mutex_lock(&fs->lock);
 	for (;;) {
 		struct centry *pick = NULL;
-		for (struct centry *e = fs->lru_tail; e; e = e->prev)
+		for (struct centry *e = lru_oldest(fs, true); e; e = lru_older(fs, e, true))
 			if (e->dirty && !e->flushing && e->refs == 0 && e->state == CE_VALID &&
 			    !volatile_inode(e->inode)) {
 				pick = e;
@@ -1324,10 +1358,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 			pend_add(in->ino, i);
 		}
 		if (tier == fs->ram) {
-			if (!e->pinned) {
-				e->pinned = true;
-				fs->npinned++;
-			}
+			entry_pin(fs, e);
 		} else {
 			rc = assign_durable(fs, in, i);
 		}
@@ -1353,12 +1384,12 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 static struct centry *next_to_flush(struct fs *fs, struct centry *from, bool learned, bool spill)
 {
 	if (!learned) {
-		for (struct centry *e = from; e; e = e->prev)
+		for (struct centry *e = from; e; e = lru_older(fs, e, spill))
 			if (bg_candidate(e, spill))
 				return e;
 		return NULL;
 	}
-	return farthest(fs, bg_candidate, spill, keep_until);
+	return farthest(fs, spill ? 3u : 1u, bg_candidate, spill, keep_until);
 }
 
 /* Whether background write-back (no reclaim waiting) takes E, the block
@@ -1380,7 +1411,7 @@ static struct centry *stray_dirty(struct fs *fs)
 {
 	uint64_t stale = engine_stale_before(fs);
 	unsigned seen = 0;
-	for (struct centry *e = fs->lru_tail; e && seen < VICTIM_SCAN; e = e->prev, seen++)
+	for (struct centry *e = fs->lru_tail[0]; e && seen < VICTIM_SCAN; e = e->prev, seen++)
 		if (bg_candidate(e, false) && keep_until(e, stale) == UINT64_MAX)
 			return e;
 	return NULL;
@@ -1447,7 +1478,7 @@ static void *flusher_main(void *arg)
 		 * pressure, only a trickle of `max` goes out per period. */
 		unsigned started = 0;
 		bool spill = reclaim && must_spill(fs);
-		struct centry *e = next_to_flush(fs, fs->lru_tail, learned, spill);
+		struct centry *e = next_to_flush(fs, lru_oldest(fs, spill), learned, spill);
 		while (e && !fs->stopping) {
 			reclaim = fs->reclaim_waiters > 0;
 			bool due = wb_due(fs, e, learned, horizon);
@@ -1480,7 +1511,7 @@ static void *flusher_main(void *arg)
 				e = next_to_flush(fs, e, learned, spill);
 				continue;
 			}
-			struct centry *nx = learned ? NULL : e->prev;
+			struct centry *nx = learned ? NULL : lru_older(fs, e, spill);
 			if (nx)
 				nx->refs++;
 			int rc = flush_start(fs, e, &batch,
@@ -1569,11 +1600,12 @@ int cache_init(struct fs *fs)
 
 void cache_destroy(struct fs *fs)
 {
-	while (fs->lru_head) {
-		struct centry *e = fs->lru_head;
-		lru_unlink(fs, e);
-		free(e);
-	}
+	for (int l = 0; l < 2; l++)
+		while (fs->lru_head[l]) {
+			struct centry *e = fs->lru_head[l];
+			lru_unlink(fs, e);
+			free(e);
+		}
 	free(fs->zero);
 	free(fs->wb_scratch);
 	free(fs->freed);

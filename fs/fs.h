@@ -107,7 +107,11 @@ struct fs {
 	size_t ninodes;
 
 	/* Cache. Guarded by lock. */
-	struct centry *lru_head, *lru_tail;
+	/* LRU lists, most recent at head, one per value of centry.pinned:
+	 * searches for a victim or a write-back walk only the blocks they may
+	 * take, not the gradients a rule keeps in RAM (two thirds of the
+	 * bench's cache, walked on every eviction when both shared a list). */
+	struct centry *lru_head[2], *lru_tail[2];
 	uint64_t ncached, ndirty, npinned;
 	uint64_t cache_slots; /* RAM tier slots */
 	uint64_t pin_limit;   /* RAM-home blocks beyond this become ordinary */
