@@ -155,8 +155,10 @@ static void entry_drop(struct fs *fs, struct centry *e)
 		fs->ndirty--;
 		in->ndirty--;
 	}
-	if (e->prefetched)
+	if (e->prefetched) {
 		fs->nprefetched--;
+		atomic_fetch_add(&fs->stats.prefetch_wasted, 1);
+	}
 	lru_unlink(fs, e);
 	entry_release_slot(fs, e);
 }
@@ -954,6 +956,8 @@ static void prefetch_done(struct tier_io *io)
 		TFS_LOG("inode %llu block %llu: prefetch from tier %s slot %llu failed: %s",
 			(unsigned long long)e->inode->ino, (unsigned long long)e->idx,
 			tier_name(io->tier), (unsigned long long)io->slot, strerror(-io->result));
+		e->prefetched = false; /* never loaded: not a read wasted */
+		fs->nprefetched--;
 		entry_drop(fs, e);
 	} else {
 		e->state = CE_VALID;

@@ -168,9 +168,15 @@ void engine_stop(struct fs *fs)
 int engine_stats_text(struct fs *fs, char *buf, size_t size)
 {
 	struct order_stats s = {0};
+	/* The prefetch counters move under fs->lock: read together, a block
+	 * read ahead is counted as used or wasted only once it counts as read
+	 * ahead. */
 	pthread_mutex_lock(&fs->lock);
 	if (fs->order)
 		order_get_stats(fs->order, &s);
+	unsigned long long pf = atomic_load(&fs->stats.prefetches),
+			   pf_hits = atomic_load(&fs->stats.prefetch_hits),
+			   pf_wasted = atomic_load(&fs->stats.prefetch_wasted);
 	pthread_mutex_unlock(&fs->lock);
 	double pred =
 	    s.learned_accesses ? (double)s.predicted_hits / (double)s.learned_accesses : 0;
@@ -178,11 +184,10 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	    buf, size,
 	    "order enabled=%s learned=%s cycle=%zu accesses=%llu "
 	    "predicted_ratio=%.4f learns=%llu relearns=%llu false_locks=%llu prefetches=%llu "
-	    "prefetch_hits=%llu\n",
+	    "prefetch_hits=%llu prefetch_wasted=%llu\n",
 	    fs->order ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len,
 	    (unsigned long long)s.accesses, pred, (unsigned long long)s.learns,
-	    (unsigned long long)s.relearns, (unsigned long long)s.false_locks,
-	    (unsigned long long)atomic_load(&fs->stats.prefetches),
-	    (unsigned long long)atomic_load(&fs->stats.prefetch_hits));
+	    (unsigned long long)s.relearns, (unsigned long long)s.false_locks, pf, pf_hits,
+	    pf_wasted);
 	return n < 0 || (size_t)n >= size ? -ENOSPC : n;
 }

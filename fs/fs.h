@@ -78,7 +78,9 @@ struct centry {
 
 struct fs_stats {
 	atomic_uint_fast64_t hits, misses, evictions, flushes, flush_bytes;
-	atomic_uint_fast64_t prefetches, prefetch_hits;
+	/* Blocks read ahead; of those, read by a request; dropped unread (the
+	 * read was for nothing: RAM was short, or the prediction wrong). */
+	atomic_uint_fast64_t prefetches, prefetch_hits, prefetch_wasted;
 	/* Write-backs a waiting caller asked for; write-backs of blocks then
 	 * overwritten while still in RAM (a disk write a longer stay in RAM
 	 * would have saved). */

@@ -84,6 +84,15 @@ check "bench shape: 4 steps, content verified" \
 grep '^order' "$MNT/.tierfs/stats" | sed 's/^/# /'
 grep -qE '^order .*learned=yes' "$MNT/.tierfs/stats" && ok "bench shape: the order is learned at the end" ||
 	fail "bench shape: the order is not (or no longer) learned after the init and 4 steps"
+# Every block read ahead is used, dropped unread, or still waiting: never
+# counted twice.
+read -r pf used wasted <<<"$(grep '^order' "$MNT/.tierfs/stats" |
+	sed -nE 's/.* prefetches=([0-9]+) prefetch_hits=([0-9]+) prefetch_wasted=([0-9]+).*/\1 \2 \3/p')"
+if [ -n "${wasted:-}" ] && [ "$pf" -gt 0 ] && [ $((used + wasted)) -le "$pf" ]; then
+	ok "prefetch accounting: $used used + $wasted dropped unread <= $pf read ahead"
+else
+	fail "prefetch accounting: prefetches=${pf:-?} prefetch_hits=${used:-?} prefetch_wasted=${wasted:-?}"
+fi
 spilled=$(find "$MNT/.tierfs/tiers/nvme0" -name '*_gradient_*' | wc -l)
 [ "$spilled" -eq 0 ] && ok "no gradient block was spilled to nvme0" ||
 	fail "$spilled gradient files have blocks on nvme0"
