@@ -99,9 +99,9 @@ static void lru_push(struct fs *fs, struct centry *e)
 		fs->lru_tail[l] = e;
 }
 
-/* The least recently used entry, of those that may go first unless
- * PINNED_TOO; then the one used before E, the pinned list following the
- * other. */
+/* Walking both lists from the least recently used end, the list of blocks
+ * that may go first, then (PINNED_TOO) the pinned one: the first entry, and
+ * the one after E. */
 static struct centry *lru_oldest(struct fs *fs, bool pinned_too)
 {
 	return fs->lru_tail[0] ? fs->lru_tail[0] : pinned_too ? fs->lru_tail[1] : NULL;
@@ -322,7 +322,7 @@ static bool bg_candidate(const struct centry *e, bool spill)
 static bool must_spill(struct fs *fs)
 {
 	for (struct centry *e = fs->lru_tail[0]; e; e = e->prev)
-		if (bg_candidate(e, false) || (e->flushing && !e->pinned) || evictable(e, false))
+		if (bg_candidate(e, false) || e->flushing || evictable(e, false))
 			return false;
 	return true;
 }
