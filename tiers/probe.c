@@ -180,7 +180,7 @@ static void fill_random(void *buf, size_t len, uint64_t seed)
 
 /* One mapping for every lane's buffer, aligned to a huge page and advised
  * as such (as the RAM tier does; without transparent huge pages it is plain
- * memory). *map and *maplen get what probe_buffers_free() releases. */
+ * memory). *map and *maplen get the whole mapping, for the caller's munmap. */
 static int probe_buffers_alloc(struct probe_lane *lanes, unsigned nlanes, uint32_t bs, void **map,
 			       size_t *maplen)
 {
