@@ -96,6 +96,36 @@ static bool prefetch_crowds(const struct fs *fs)
 	return fs->ncached >= fs->cache_slots && fs->nprefetched >= (fs->prefetch_max + 1) / 2;
 }
 
+/* Read-ahead blocks whose use the prefetcher judges at a time: enough that
+ * one stray block does not pause it, few enough to react within a step. */
+#define PREFETCH_WINDOW 64
+
+/* Whether read-ahead is worth its disk reads now. Over each window of
+ * PREFETCH_WINDOW blocks read ahead and then used or dropped unread, if more
+ * were dropped than used, it pauses for a cycle, then tries again. With 4
+ * ranks on the bench the learned order places each rank's next blocks only
+ * within the learner's tolerance, and 60-70% of the blocks read ahead were
+ * dropped unread: 76-130 disk reads per step for nothing, on the channel
+ * that bounds that run, and the hit ratio 3-5 points lower than in a run
+ * with no read-ahead at all. With 1 rank none is dropped: nothing changes.
+ * Lock held. */
+static bool prefetch_pays(struct fs *fs, uint64_t now)
+{
+	if (now < fs->pf_pause_until)
+		return false;
+	uint64_t used = atomic_load(&fs->stats.prefetch_hits),
+		 wasted = atomic_load(&fs->stats.prefetch_wasted);
+	uint64_t du = used - fs->pf_used0, dw = wasted - fs->pf_wasted0;
+	if (du + dw < PREFETCH_WINDOW)
+		return true;
+	fs->pf_used0 = used;
+	fs->pf_wasted0 = wasted;
+	if (dw <= du)
+		return true;
+	fs->pf_pause_until = now + order_cycle_len(fs->order);
+	return false;
+}
+
 static void *prefetcher_main(void *arg)
 {
 	struct fs *fs = arg;
@@ -110,8 +140,10 @@ static void *prefetcher_main(void *arg)
 		pthread_cond_wait(&fs->prefetch_cond, &fs->lock);
 		if (fs->stopping || !fs->learned)
 			continue;
-		size_t n = order_upcoming(fs->order, depth, keys);
 		uint64_t now = order_now(fs->order);
+		if (!prefetch_pays(fs, now))
+			continue;
+		size_t n = order_upcoming(fs->order, depth, keys);
 		for (size_t i = 0;
 		     i < n && fs->prefetch_inflight < fs->prefetch_max && !prefetch_crowds(fs);
 		     i++) {

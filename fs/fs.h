@@ -145,6 +145,10 @@ struct fs {
 	unsigned prefetch_inflight; /* guarded by lock */
 	uint64_t nprefetched;	    /* entries loaded ahead and not used yet; lock */
 	unsigned prefetch_max;
+	/* The prefetcher's own record of whether read-ahead pays (engine.c
+	 * prefetch_pays), guarded by lock: the used and wasted counts when
+	 * its window began, and the learner's clock until which it pauses. */
+	uint64_t pf_used0, pf_wasted0, pf_pause_until;
 
 	struct fs_stats stats;
 	void *zero; /* one block of zeros, read-only replies for holes */
