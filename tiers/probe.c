@@ -8,8 +8,8 @@
  * slot from its completion callback (tier_submit never blocks), so the queue
  * stays full without a round trip through the calling thread.
  *
- * The buffers are huge-page backed like the RAM tier's slots, which are what
- * the file system reads into and writes from: with 4 KiB pages a 1 MiB
+ * The buffers come from tier_mem_map, as the RAM tier's slots do, which are
+ * what the file system reads into and writes from: with 4 KiB pages a 1 MiB
  * O_DIRECT request is split into many segments, and on a virtio disk reads
  * then ran at 1.2 GB/s where the mount's own reads ran at 2.9 GB/s. Striping
  * in proportion to that figure put twice the share on a slower second tier.
@@ -22,10 +22,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define PROBE_MIN_SLOTS 4
-#define HUGE_PAGE	(2u << 20)
 
 struct probe_run;
 
@@ -178,28 +176,6 @@ static void fill_random(void *buf, size_t len, uint64_t seed)
 	}
 }
 
-/* One mapping for every lane's buffer, aligned to a huge page and advised
- * as such (as the RAM tier does; without transparent huge pages it is plain
- * memory). *map and *maplen get the whole mapping, for the caller's munmap. */
-static int probe_buffers_alloc(struct probe_lane *lanes, unsigned nlanes, uint32_t bs, void **map,
-			       size_t *maplen)
-{
-	size_t len = (size_t)nlanes * bs + HUGE_PAGE;
-	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
-		return -errno;
-	char *base = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-	/* Advice only: a kernel without THP still gives usable memory. */
-	(void)madvise(base, (size_t)nlanes * bs, MADV_HUGEPAGE);
-	for (unsigned k = 0; k < nlanes; k++) {
-		lanes[k].buf = base + (size_t)k * bs;
-		fill_random(lanes[k].buf, bs, k + 1);
-	}
-	*map = m;
-	*maplen = len;
-	return 0;
-}
-
 static uint64_t rate(uint64_t bytes, uint64_t ns)
 {
 	if (ns == 0)
@@ -222,8 +198,7 @@ int tier_probe_bandwidth(struct tier *t, uint64_t bytes, uint64_t *read_bps, uin
 	unsigned nlanes = t->queue_depth;
 	struct probe_lane *lanes = calloc(nlanes, sizeof(*lanes));
 	struct probe_run run = {.t = t, .slots = slots, .csums = csums};
-	void *map = NULL;
-	size_t maplen = 0;
+	struct tier_mem mem = {0};
 	pthread_mutex_init(&run.lock, NULL);
 	pthread_cond_init(&run.cond, NULL);
 	int rc = 0;
@@ -250,12 +225,15 @@ int tier_probe_bandwidth(struct tier *t, uint64_t bytes, uint64_t *read_bps, uin
 	}
 	if (nlanes > run.n)
 		nlanes = (unsigned)run.n;
-	for (unsigned k = 0; k < nlanes; k++)
-		lanes[k].run = &run;
-	rc = probe_buffers_alloc(lanes, nlanes, bs, &map, &maplen);
+	rc = tier_mem_map(&mem, (size_t)nlanes * bs);
 	if (rc) {
 		tier_log(t, "bandwidth probe: cannot map %u buffers: %s", nlanes, strerror(-rc));
 		goto out;
+	}
+	for (unsigned k = 0; k < nlanes; k++) {
+		lanes[k].run = &run;
+		lanes[k].buf = mem.base + (size_t)k * bs;
+		fill_random(lanes[k].buf, bs, k + 1);
 	}
 
 	uint64_t wns = 0, rns = 0, wbytes = 0, rbytes = 0;
@@ -276,8 +254,7 @@ out:
 	 * and buffers are no longer referenced. */
 	for (uint64_t i = 0; i < run.n; i++)
 		tier_free(t, slots[i]);
-	if (map && munmap(map, maplen))
-		tier_log(t, "bandwidth probe: munmap: %s", strerror(errno));
+	tier_mem_unmap(&mem);
 	free(lanes);
 	free(slots);
 	free(csums);

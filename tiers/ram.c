@@ -18,7 +18,8 @@
 #endif
 
 struct ram_tier {
-	char *base; /* immutable after open */
+	struct tier_mem mem; /* immutable after open */
+	char *base;	     /* mem.base */
 	size_t len;
 };
 
@@ -29,22 +30,21 @@ static int ram_open(struct tier *t, const struct tier_params *p)
 	if (!r)
 		return -ENOMEM;
 	r->len = (size_t)(t->slots_total * t->block_size);
-	void *m = mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED) {
-		int e = errno;
-		tier_log(t, "cannot map %zu bytes of RAM: %s", r->len, strerror(e));
+	/* Huge pages cut TLB misses on multi-GiB caches and segments per
+	 * O_DIRECT request; tier_mem_map advises them before the populate
+	 * below, so the fault-in uses them. */
+	int rc = tier_mem_map(&r->mem, r->len);
+	if (rc) {
+		tier_log(t, "cannot map %zu bytes of RAM: %s", r->len, strerror(-rc));
 		free(r);
-		return -e;
+		return rc;
 	}
-	r->base = m;
-	/* Huge pages cut TLB misses on multi-GiB caches; not fatal if THP is
-	 * off. Advise before populating so the fault-in uses them. */
-	(void)madvise(r->base, r->len, MADV_HUGEPAGE);
+	r->base = r->mem.base;
 	if (madvise(r->base, r->len, MADV_POPULATE_WRITE)) {
 		int e = errno;
 		if (e == ENOMEM) {
 			tier_log(t, "cannot prefault %zu bytes of RAM: %s", r->len, strerror(e));
-			munmap(r->base, r->len);
+			tier_mem_unmap(&r->mem);
 			free(r);
 			return -e;
 		}
@@ -60,7 +60,7 @@ static int ram_open(struct tier *t, const struct tier_params *p)
 static void ram_close(struct tier *t)
 {
 	struct ram_tier *r = t->be_priv;
-	munmap(r->base, r->len);
+	tier_mem_unmap(&r->mem);
 	free(r);
 }
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <xxhash.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -29,6 +30,30 @@ uint64_t tier_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+#define HUGE_PAGE (2u << 20)
+
+int tier_mem_map(struct tier_mem *m, size_t len)
+{
+	size_t maplen = len + HUGE_PAGE;
+	void *map = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	m->map = map;
+	m->maplen = maplen;
+	m->base = (char *)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+	/* Advice only: without THP the memory is still usable. */
+	(void)madvise(m->base, len, MADV_HUGEPAGE);
+	return 0;
+}
+
+void tier_mem_unmap(struct tier_mem *m)
+{
+	if (m->map && munmap(m->map, m->maplen))
+		fprintf(stderr, "tierfs: munmap of %zu bytes of buffers: %s\n", m->maplen,
+			strerror(errno));
+	m->map = NULL;
 }
 
 void tier_log(const struct tier *t, const char *fmt, ...)
