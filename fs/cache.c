@@ -766,7 +766,19 @@ out:
 	return rc;
 }
 
-int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len)
+/* Whether a write of BLEN bytes from DATA into E can take DATA's slot
+ * instead of copying: a whole block, DATA exactly the donor slot's memory,
+ * and nobody else holding E (a reply or a write-back reading the old
+ * buffer would see it reused). Lock held. */
+static bool adoptable(struct fs *fs, const struct centry *e, const char *data, size_t blen,
+		      const uint64_t *donor)
+{
+	return donor && *donor != CACHE_NO_SLOT && blen == fs->bs && e->refs == 1 &&
+	       e->state == CE_VALID && !e->flushing && data == cache_slot_ptr(fs, *donor);
+}
+
+int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
+		uint64_t *donor)
 {
 	pthread_mutex_lock(&fs->lock);
 	int rc = fs_inode_load_map(fs, in);
@@ -805,9 +817,19 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 		}
 		if (fs->learned && !e->pinned && !volatile_inode(in))
 			due = due || due_learned(fs, e, fs->wb_horizon_ok ? fs->wb_horizon : 0);
-		pthread_mutex_unlock(&fs->lock);
-		memcpy((char *)e->buf + boff, buf + done, blen);
-		pthread_mutex_lock(&fs->lock);
+		if (adoptable(fs, e, buf + done, blen, donor)) {
+			/* The request's data already lies in a slot of its own:
+			 * the block takes that slot, the worker the old one. */
+			uint64_t old = e->slot;
+			e->slot = *donor;
+			e->buf = (char *)buf + done;
+			*donor = old;
+			atomic_fetch_add(&fs->stats.writes_adopted, 1);
+		} else {
+			pthread_mutex_unlock(&fs->lock);
+			memcpy((char *)e->buf + boff, buf + done, blen);
+			pthread_mutex_lock(&fs->lock);
+		}
 		entry_put(fs, e);
 		done += blen;
 		if (off + done > in->attr.size)
@@ -1583,15 +1605,25 @@ void flusher_stop(struct fs *fs)
 int cache_init(struct fs *fs)
 {
 	struct tier *ram = fs->tiers[fs->ram];
-	fs->cache_slots = tier_slots_total(ram);
+	/* The landing slots come first, so no cache entry takes them. */
+	fs->nlanding = fs->bs >= FS_MAX_REQUEST ? fs->conf.threads : 0;
+	fs->landing = calloc(fs->nlanding + 1, sizeof(*fs->landing));
+	if (!fs->landing)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < fs->nlanding; i++) {
+		int64_t slot = tier_alloc(ram);
+		if (slot < 0)
+			return (int)slot;
+		fs->landing[fs->landing_free++] = (uint64_t)slot;
+	}
+	fs->cache_slots = tier_slots_total(ram) - fs->nlanding;
 	uint64_t per_req = (1u << 20) / fs->bs + 2;
 	/* Each worker thread holds at most one request's blocks at a time. */
 	uint64_t need = per_req * fs->conf.threads + 8;
 	if (fs->cache_slots < need) {
 		TFS_LOG("%s: tier %s: capacity %llu bytes is too small for the cache: need at "
 			"least %llu blocks of %u bytes",
-			fs->conf.path, tier_name(ram),
-			(unsigned long long)tier_slots_total(ram) * fs->bs,
+			fs->conf.path, tier_name(ram), (unsigned long long)fs->cache_slots * fs->bs,
 			(unsigned long long)need, fs->bs);
 		return -EINVAL;
 	}
@@ -1615,8 +1647,34 @@ void cache_destroy(struct fs *fs)
 		}
 	free(fs->zero);
 	free(fs->wb_scratch);
+	free(fs->landing);
 	free(fs->freed);
 	free(g_pend);
 	g_pend = NULL;
 	g_npend = g_pend_cap = 0;
+}
+
+uint64_t cache_landing_get(struct fs *fs)
+{
+	pthread_mutex_lock(&fs->lock);
+	uint64_t slot = fs->landing_free ? fs->landing[--fs->landing_free] : CACHE_NO_SLOT;
+	pthread_mutex_unlock(&fs->lock);
+	return slot;
+}
+
+void *cache_slot_ptr(struct fs *fs, uint64_t slot)
+{
+	return tier_ram_ptr(fs->tiers[fs->ram], slot);
+}
+
+void fs_tier_slots(struct fs *fs, int i, uint64_t *used, uint64_t *total)
+{
+	uint64_t u = tier_slots_used(fs->tiers[i]), t = tier_slots_total(fs->tiers[i]);
+	if (i == fs->ram) {
+		/* Landing slots are always in use, by a worker or a block. */
+		u = u > fs->nlanding ? u - fs->nlanding : 0;
+		t -= fs->nlanding;
+	}
+	*used = u;
+	*total = t;
 }

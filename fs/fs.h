@@ -85,6 +85,9 @@ struct fs_stats {
 	 * overwritten while still in RAM (a disk write a longer stay in RAM
 	 * would have saved). */
 	atomic_uint_fast64_t flushes_reclaim, flushes_rewritten;
+	/* Whole-block writes whose data the FUSE loop received straight into
+	 * a RAM slot, which the block took instead of a copy. */
+	atomic_uint_fast64_t writes_adopted;
 };
 
 struct order;
@@ -115,9 +118,14 @@ struct fs {
 	 * bench's cache, walked on every eviction when both shared a list). */
 	struct centry *lru_head[2], *lru_tail[2];
 	uint64_t ncached, ndirty, npinned;
-	uint64_t cache_slots; /* RAM tier slots */
-	uint64_t pin_limit;   /* RAM-home blocks beyond this become ordinary */
-	uint64_t clock;	      /* stamp source */
+	uint64_t cache_slots; /* RAM tier slots the cache may fill */
+	/* RAM tier slots beyond the capacity configured, one per FUSE worker,
+	 * which receives requests into it (fs/loop.c); free ones stacked in
+	 * landing[]. */
+	uint64_t nlanding, landing_free;
+	uint64_t *landing;
+	uint64_t pin_limit; /* RAM-home blocks beyond this become ordinary */
+	uint64_t clock;	    /* stamp source */
 	unsigned reclaim_waiters;
 	unsigned ref_waiters;	/* threads waiting for an entry's last reference */
 	uint64_t *wb_scratch;	/* cache_slots long: the write-back horizon's sort space */
@@ -178,7 +186,19 @@ int fs_home_for(struct fs *fs, const struct meta_inode *attr, const char *path);
 int cache_init(struct fs *fs);
 void cache_destroy(struct fs *fs);
 int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_req_t req);
-int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len);
+/* DONOR, if not NULL and not CACHE_NO_SLOT, is the RAM tier slot BUF lies
+ * in: a whole-block write may take that slot as the block's buffer instead
+ * of copying it, and then puts in *DONOR a slot it gives back. */
+#define CACHE_NO_SLOT UINT64_MAX
+int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
+		uint64_t *donor);
+/* A RAM tier slot for the FUSE loop to receive requests into: CACHE_NO_SLOT
+ * once all are taken. No lock held. */
+uint64_t cache_landing_get(struct fs *fs);
+void *cache_slot_ptr(struct fs *fs, uint64_t slot);
+/* Tier I's slots, used and in all, as users see them: the RAM tier's
+ * landing slots are not part of its capacity. */
+void fs_tier_slots(struct fs *fs, int i, uint64_t *used, uint64_t *total);
 int cache_truncate(struct fs *fs, struct inode *in, uint64_t size);   /* lock held */
 int cache_flush_inode(struct fs *fs, struct inode *in, bool durable); /* no lock held */
 int cache_flush_all(struct fs *fs);				      /* no lock held */
@@ -248,6 +268,10 @@ void xattr_remove(fuse_req_t req, uint64_t ino, const char *name);
 extern const struct fuse_lowlevel_ops tierfs_ops;
 int fs_mount_prepare(struct fs *fs); /* open meta + tiers, root, orphans */
 void fs_unmount_finish(struct fs *fs);
+
+/* The largest request the kernel sends (max_write, max_read): libfuse
+ * 3.14's limit. */
+#define FS_MAX_REQUEST (1u << 20)
 
 #define TFS_LOG(fmt, ...) fprintf(stderr, "tierfs: " fmt "\n", ##__VA_ARGS__)
 

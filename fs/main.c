@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "fs/loop.h"
 
 static void usage(FILE *f)
 {
@@ -271,17 +272,9 @@ int main(int argc, char **argv)
 	if (single) {
 		ret = fuse_session_loop(se);
 	} else {
-		struct fuse_loop_config *lc = fuse_loop_cfg_create();
-		if (!lc)
-			goto out_unmount;
-		fuse_loop_cfg_set_clone_fd(lc, 0);
-		fuse_loop_cfg_set_max_threads(lc, fs.conf.threads);
-		fuse_loop_cfg_set_idle_threads(lc, fs.conf.threads);
-		ret = fuse_session_loop_mt(se, lc);
-		fuse_loop_cfg_destroy(lc);
+		ret = loop_run(&fs, se);
 	}
 	ret = ret < 0 ? 1 : 0;
-out_unmount:
 	fuse_session_unmount(se);
 out_sig:
 	fuse_remove_signal_handlers(se);

@@ -68,6 +68,10 @@ static int open_tiers(struct fs *fs)
 		    .path = ct->kind == TIER_POSIX ? ct->path : NULL,
 		    .capacity = ct->capacity,
 		    .block_size = fs->bs,
+		    /* Room for the FUSE workers' request buffers (fs/loop.c):
+		     * libfuse would allocate as much per worker itself. */
+		    .extra_slots =
+			ct->kind == TIER_RAM && fs->bs >= FS_MAX_REQUEST ? fs->conf.threads : 0,
 		    .persistent = ct->persistent,
 		    .direct = ct->direct,
 		    .queue_depth = ct->queue_depth,

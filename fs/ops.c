@@ -24,6 +24,7 @@
 
 #include "fs/fs.h"
 #include "fs/handle.h"
+#include "fs/loop.h"
 
 struct fs *g_fs;
 
@@ -137,9 +138,9 @@ static void inode_maybe_delete(struct fs *fs, uint64_t ino)
 static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	conn->max_write = 1u << 20;
+	conn->max_write = FS_MAX_REQUEST;
 	/* Must equal the max_read mount option main() passes. */
-	conn->max_read = 1u << 20;
+	conn->max_read = FS_MAX_REQUEST;
 	conn->max_readahead = 1u << 20;
 	/* Page-cache tricks only add copies here (DESIGN.md's measurements). */
 	conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
@@ -246,7 +247,7 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 			uint64_t end = (nsize / fs->bs + 1) * fs->bs;
 			if (end > old)
 				end = old;
-			int w = cache_write(fs, in, nsize, fs->zero, (size_t)(end - nsize));
+			int w = cache_write(fs, in, nsize, fs->zero, (size_t)(end - nsize), NULL);
 			if (w < 0) {
 				rc = w;
 				goto out;
@@ -779,7 +780,7 @@ static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, ctl_ino(ino) ? EROFS : EBADF);
 		return;
 	}
-	int rc = cache_write(g_fs, in, (uint64_t)off, buf, size);
+	int rc = cache_write(g_fs, in, (uint64_t)off, buf, size, loop_landing());
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else

@@ -3,6 +3,11 @@
  * capacity. Slots are page-aligned slices of it, prefaulted at open because
  * the first touch of fresh anonymous pages costs more than the copy itself.
  * The cache uses the slots directly as its buffers (tier_ram_ptr).
+ *
+ * A page of headroom lies before each slot and after the last: the FUSE
+ * loop reads a request into a free slot with its header in that page, so
+ * the data of a whole-block write lands in the slot itself and the cache
+ * takes the slot instead of copying the block (fs/loop.c).
  */
 #include "tiers/backend.h"
 
@@ -29,7 +34,7 @@ static int ram_open(struct tier *t, const struct tier_params *p)
 	struct ram_tier *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->len = (size_t)(t->slots_total * t->block_size);
+	r->len = (size_t)(t->slots_total * (t->block_size + TIER_RAM_HEADROOM) + TIER_RAM_HEADROOM);
 	/* Huge pages cut TLB misses on multi-GiB caches and segments per
 	 * O_DIRECT request; tier_mem_map advises them before the populate
 	 * below, so the fault-in uses them. */
@@ -64,10 +69,15 @@ static void ram_close(struct tier *t)
 	free(r);
 }
 
+static char *slot_ptr(const struct ram_tier *r, const struct tier *t, uint64_t slot)
+{
+	return r->base + TIER_RAM_HEADROOM + slot * (t->block_size + TIER_RAM_HEADROOM);
+}
+
 static int ram_submit(struct tier *t, struct tier_io *io)
 {
 	struct ram_tier *r = t->be_priv;
-	char *slot = r->base + io->slot * t->block_size;
+	char *slot = slot_ptr(r, t, io->slot);
 	/* The cache often hands us the slot's own memory: nothing to move. */
 	if (io->buf != slot) {
 		if (io->op == TIER_OP_WRITE)
@@ -97,6 +107,5 @@ void *tier_ram_ptr(struct tier *t, uint64_t slot)
 {
 	if (t->kind != TIER_RAM || slot >= t->slots_total)
 		return NULL;
-	struct ram_tier *r = t->be_priv;
-	return r->base + slot * t->block_size;
+	return slot_ptr(t->be_priv, t, slot);
 }

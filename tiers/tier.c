@@ -124,7 +124,7 @@ int tier_open(const struct tier_params *p, struct tier **out)
 	t->persistent = p->kind != TIER_RAM && p->persistent;
 	t->checksummed = p->kind != TIER_RAM;
 	t->block_size = p->block_size;
-	t->slots_total = slots;
+	t->slots_total = slots + p->extra_slots;
 	t->queue_depth = p->queue_depth;
 	t->max_bandwidth = p->max_bandwidth;
 	t->be = be;
@@ -132,7 +132,7 @@ int tier_open(const struct tier_params *p, struct tier **out)
 	pthread_cond_init(&t->idle_cond, NULL);
 	if (p->kind == TIER_RAM && p->max_bandwidth)
 		tier_log(t, "max_bandwidth is ignored on a RAM tier");
-	int rc = bitmap_init(&t->slots, slots);
+	int rc = bitmap_init(&t->slots, t->slots_total);
 	if (rc) {
 		tier_log(t, "cannot allocate the slot bitmap for %" PRIu64 " slots", slots);
 		goto fail;

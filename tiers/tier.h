@@ -76,6 +76,7 @@ struct tier_params {
 	unsigned queue_depth;	/* in-flight I/O bound, >= 1 */
 	uint64_t slab_size;	/* TIER_POSIX: bytes per slab file (0 = default 1 GiB) */
 	uint64_t max_bandwidth; /* bytes/s cap, 0 = none (issue 3) */
+	uint64_t extra_slots;	/* slots beyond the capacity, for the caller's own use */
 };
 
 /* Counters; updated atomically by the tier layer, read by anyone. */
@@ -126,8 +127,11 @@ void tier_get_stats(const struct tier *t, struct tier_stats *out);
 bool tier_is_direct(const struct tier *t);
 
 /* RAM tier only: the memory of a slot (page-aligned, block_size bytes,
- * prefaulted at open). The cache uses these as its buffers. */
+ * prefaulted at open). The cache uses these as its buffers. The
+ * TIER_RAM_HEADROOM bytes before each slot, and after the last, belong to
+ * no slot: a reader may put a header there (fs/loop.c). */
 void *tier_ram_ptr(struct tier *t, uint64_t slot);
+#define TIER_RAM_HEADROOM 4096u
 
 /* The checksum the codec uses, for callers that need to compute one. */
 uint64_t tier_checksum(const void *buf, size_t len);

@@ -77,11 +77,23 @@ static void test_ptr(void **state)
 	for (uint64_t s = 0; s < 5; s++) {
 		char *p = tier_ram_ptr(t, s);
 		assert_int_equal((uintptr_t)p % 4096, 0);
-		assert_ptr_equal(p, p0 + s * BS);
+		assert_ptr_equal(p, p0 + s * (BS + TIER_RAM_HEADROOM));
 		/* Writable and zero-filled. */
 		assert_int_equal(p[0], 0);
 		p[BS - 1] = 1;
 	}
+	/* The headroom before each slot and after the last is writable and
+	 * touches no slot's data. */
+	for (uint64_t s = 0; s < 5; s++) {
+		char *p = tier_ram_ptr(t, s);
+		memset(p - TIER_RAM_HEADROOM, 0x5a, TIER_RAM_HEADROOM);
+		assert_int_equal(p[0], 0);
+		if (s > 0)
+			assert_int_equal((unsigned char)p[-(int)TIER_RAM_HEADROOM - 1], 1);
+	}
+	char *last = tier_ram_ptr(t, 4);
+	memset(last + BS, 0x5a, TIER_RAM_HEADROOM);
+	assert_int_equal((unsigned char)last[BS - 1], 1);
 	assert_null(tier_ram_ptr(t, 5));
 	/* Writing from the slot's own memory is a no-op copy. */
 	char *p1 = tier_ram_ptr(t, 1);
