@@ -998,6 +998,21 @@ static void prefetch_done(struct tier_io *io)
 	free(p);
 }
 
+/* A victim for sequential read-ahead with no learned order: the least
+ * recently used clean block, unless it was itself read ahead and is still
+ * unread (read-ahead must not evict read-ahead). A streaming reader's
+ * blocks, read once, are the first to go; without this, read-ahead stopped
+ * once RAM was full, and a cold read of a file striped over the disk and a
+ * capped second tier ran with the reader's own ~8 requests in flight. Lock
+ * held. */
+static struct centry *readahead_victim(struct fs *fs)
+{
+	for (struct centry *e = fs->lru_tail[0]; e; e = e->prev)
+		if (evictable(e, false))
+			return e->prefetched ? NULL : e;
+	return NULL;
+}
+
 int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at)
 {
 	if (idx >= in->nblocks)
@@ -1010,8 +1025,9 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 		return -ENOMEM;
 	struct centry *e;
 	int rc = entry_new(fs, &e);
-	if (rc == -ENOSPC && need_at != UINT64_MAX) {
-		struct centry *v = pick_victim_before(fs, need_at);
+	if (rc == -ENOSPC && (need_at != UINT64_MAX || !fs->learned)) {
+		struct centry *v =
+		    need_at != UINT64_MAX ? pick_victim_before(fs, need_at) : readahead_victim(fs);
 		if (!v) {
 			free(p);
 			return 0; /* everything cached is needed sooner */
