@@ -292,16 +292,17 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	struct strbuf sb = {0};
 	for (int i = 0; i < fs->conf.ntiers; i++) {
 		struct tier_stats s;
+		uint64_t used, total;
 		tier_get_stats(fs->tiers[i], &s);
+		fs_tier_slots(fs, i, &used, &total);
 		strbuf_printf(
 		    &sb,
 		    "tier %s type=%s persistent=%s blocks=%llu capacity_blocks=%llu "
 		    "reads=%llu bytes_read=%llu writes=%llu bytes_written=%llu "
 		    "errors=%llu checksum_errors=%llu bw_read=%llu bw_write=%llu\n",
 		    fs->conf.tiers[i].name, tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
-		    tier_persistent(fs->tiers[i]) ? "yes" : "no",
-		    (unsigned long long)tier_slots_used(fs->tiers[i]),
-		    (unsigned long long)tier_slots_total(fs->tiers[i]), (unsigned long long)s.reads,
+		    tier_persistent(fs->tiers[i]) ? "yes" : "no", (unsigned long long)used,
+		    (unsigned long long)total, (unsigned long long)s.reads,
 		    (unsigned long long)s.bytes_read, (unsigned long long)s.writes,
 		    (unsigned long long)s.bytes_written, (unsigned long long)s.errors,
 		    (unsigned long long)s.csum_errors, (unsigned long long)fs->bw_read[i],

@@ -970,8 +970,10 @@ static void tfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	for (int i = 0; i < fs->conf.ntiers; i++) {
 		if (fs->conf.tiers[i].implicit)
 			continue;
-		total += tier_slots_total(fs->tiers[i]);
-		used += tier_slots_used(fs->tiers[i]);
+		uint64_t u, t;
+		fs_tier_slots(fs, i, &u, &t);
+		total += t;
+		used += u;
 	}
 	/* The cache's own slots are not space users lose. */
 	if (!fs->conf.tiers[fs->ram].implicit)

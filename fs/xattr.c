@@ -64,11 +64,14 @@ static int tierfs_attr(struct fs *fs, uint64_t ino, const char *name, struct str
 	if (!strcmp(name, X_TIERS)) {
 		if (ino != META_ROOT_INO)
 			return -ENODATA;
-		for (int i = 0; i < fs->conf.ntiers; i++)
+		for (int i = 0; i < fs->conf.ntiers; i++) {
+			uint64_t used, total;
+			fs_tier_slots(fs, i, &used, &total);
 			strbuf_printf(s, "%s %s %llu %llu\n", fs->conf.tiers[i].name,
 				      tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
-				      (unsigned long long)tier_slots_used(fs->tiers[i]) * fs->bs,
-				      (unsigned long long)tier_slots_total(fs->tiers[i]) * fs->bs);
+				      (unsigned long long)used * fs->bs,
+				      (unsigned long long)total * fs->bs);
+		}
 		return s->err;
 	}
 	pthread_mutex_lock(&fs->lock);

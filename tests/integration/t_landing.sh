@@ -109,6 +109,10 @@ stat_of() { grep -oE "$1=[0-9]+" "$MNT/.tierfs/stats" | head -1 | cut -d= -f2; }
 default_conf | sed 's/^capacity = 256M/capacity = 64M/' >"$T/l.conf"
 mount_fs "$T/l.conf" || { fail mount; tap_exit; exit 1; }
 mkdir -p "$MNT/d"
+# The workers' slots are the daemon's own: users see the capacity they set.
+ram_cap() { getfattr --only-values -n user.tierfs.tiers "$MNT" | awk '$1 == "ram" { print $4 }'; }
+check "user.tierfs.tiers: ram capacity as configured ($(ram_cap))" test "$(ram_cap)" = $((64 << 20))
+check ".tierfs/stats: ram capacity_blocks=64" grep -qE '^tier ram .* capacity_blocks=64 ' "$MNT/.tierfs/stats"
 check "3 files of 32 blocks, written" init_files
 check "4 writers and 4 readers of whole blocks: every page read is its own" run_load
 # Few blocks: a write often meets a reader of its block, whose reply must
