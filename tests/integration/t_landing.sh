@@ -4,11 +4,12 @@
 # readers of the same blocks, with a RAM tier small enough that blocks are
 # evicted and read back, every 4 KiB page a reader gets must be one that was
 # written to that very page, never bytes of another request that landed in
-# a reused slot. Then the final content, also after remount; and the same
-# workload with blocks smaller than a request, where nothing is taken.
+# a reused slot (also at C speed: landrace.c). Then the final content, also
+# after remount; and the same workload with blocks smaller than a request,
+# where nothing is taken.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
-require_tierfs
+require_tierfs landrace
 require_cmd "$PY"
 
 cat >"$T/load.py" <<'PYEOF'
@@ -118,6 +119,10 @@ check "4 writers and 4 readers of whole blocks: every page read is its own" run_
 # Few blocks: a write often meets a reader of its block, whose reply must
 # keep the buffer it copies from.
 check "the same on 4 blocks a file" run_load 4 300
+# The same race at C speed: readers of 4 hot blocks while those are
+# rewritten and 32 cold blocks flood the workers with whole-block writes.
+mkdir -p "$MNT/race"
+check "C clients, 3 s: every record of every hot read is its own" "$TESTBIN/landrace" "$MNT/race" 3
 adopted=$(stat_of writes_adopted)
 check "whole-block writes took their landing slot (writes_adopted=$adopted)" test "${adopted:-0}" -gt 0
 check "final content: every block whole and its own" "$PY" "$T/final.py" "$MNT/d"
