@@ -24,7 +24,6 @@
 
 struct ram_tier {
 	struct tier_mem mem; /* immutable after open */
-	char *base;	     /* mem.base */
 	size_t len;
 };
 
@@ -44,8 +43,7 @@ static int ram_open(struct tier *t, const struct tier_params *p)
 		free(r);
 		return rc;
 	}
-	r->base = r->mem.base;
-	if (madvise(r->base, r->len, MADV_POPULATE_WRITE)) {
+	if (madvise(r->mem.base, r->len, MADV_POPULATE_WRITE)) {
 		int e = errno;
 		if (e == ENOMEM) {
 			tier_log(t, "cannot prefault %zu bytes of RAM: %s", r->len, strerror(e));
@@ -56,7 +54,7 @@ static int ram_open(struct tier *t, const struct tier_params *p)
 		/* Kernel older than 5.14: touch every page instead. */
 		long pg = sysconf(_SC_PAGESIZE);
 		for (size_t off = 0; off < r->len; off += (size_t)pg)
-			r->base[off] = 0;
+			r->mem.base[off] = 0;
 	}
 	t->be_priv = r;
 	return 0;
@@ -71,7 +69,7 @@ static void ram_close(struct tier *t)
 
 static char *slot_ptr(const struct ram_tier *r, const struct tier *t, uint64_t slot)
 {
-	return r->base + TIER_RAM_HEADROOM + slot * (t->block_size + TIER_RAM_HEADROOM);
+	return r->mem.base + TIER_RAM_HEADROOM + slot * (t->block_size + TIER_RAM_HEADROOM);
 }
 
 static int ram_submit(struct tier *t, struct tier_io *io)
