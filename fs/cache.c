@@ -1639,7 +1639,7 @@ int cache_init(struct fs *fs)
 		fs->landing[fs->landing_free++] = (uint64_t)slot;
 	}
 	fs->cache_slots = tier_slots_total(ram) - fs->nlanding;
-	uint64_t per_req = (1u << 20) / fs->bs + 2;
+	uint64_t per_req = FS_MAX_REQUEST / fs->bs + 2;
 	/* Each worker thread holds at most one request's blocks at a time. */
 	uint64_t need = per_req * fs->conf.threads + 8;
 	if (fs->cache_slots < need) {
