@@ -348,6 +348,25 @@ static bool farther_dirty(struct fs *fs, uint64_t after)
 	return d && next_read_of(d, engine_stale_before(fs)) > after;
 }
 
+/* Predictions are stamped on an entry when it is accessed, and there are
+ * none while no order is learned: at the moment one is, every block in RAM
+ * looked dead (next read unknown) and went first, whereas Belady keeps what
+ * is in RAM and lets the blocks read after it go. A relearned cycle makes
+ * the old stamps wrong the same way. So the blocks in RAM are stamped again
+ * from the new cycle, and the clock notes which of them have not been used
+ * since (kept_over_due). O(cached blocks), once per cycle learned. Lock
+ * held. */
+void cache_restamp(struct fs *fs)
+{
+	for (int l = 0; l < 2; l++)
+		for (struct centry *e = fs->lru_head[l]; e; e = e->next)
+			if (e->inode)
+				e->next_read =
+				    engine_next_read(fs, e->inode->ino, e->idx, &e->next_use);
+	fs->wb_horizon_ok = false;
+	fs->learn_clock = fs->clock;
+}
+
 /* ---- write-back horizon (learned order) --------------------------------- */
 
 /* The K-th smallest (0-based) of A[0..N), N > K; reorders A (Hoare's
@@ -445,6 +464,33 @@ static bool due_learned(struct fs *fs, const struct centry *e, uint64_t horizon)
 	return t >= UINT64_MAX - 1 || t > horizon;
 }
 
+/* Whether V, the clean victim, is a block that was in RAM when the cycle was
+ * learned, has not been used since, and is one the kept set holds, while a
+ * dirty block that the kept set does not hold waits for write-back. Belady's
+ * choice is then that dirty block, written back first.
+ *
+ * Why only such blocks: in a steady step the kept blocks are dirty (read
+ * from RAM, then rewritten), so reclaim never sees them. The blocks in RAM
+ * when the cycle is learned are clean, left there by LRU, and each reclaim
+ * took one of them while the step's own write-backs were still under way:
+ * by the end of that step none was left, and the kept set formed anew from
+ * its blocks. With 4 ranks on the bench that step read 0.22-0.25 of its
+ * bytes from RAM against 0.32 in later steps; with this, 0.31-0.34.
+ * Waiting so for every kept clean block, not only those, read 0.04 GB less
+ * and wrote 0.08 GB more per step in the steady state (1 rank). Lock held. */
+static bool kept_over_due(struct fs *fs, const struct centry *v)
+{
+	if (v->stamp > fs->learn_clock)
+		return false;
+	uint64_t horizon = wb_horizon(fs);
+	if (keep_until(v, engine_stale_before(fs)) > horizon)
+		return false;
+	for (struct centry *e = fs->lru_tail[0]; e; e = e->prev)
+		if (bg_candidate(e, false) && due_learned(fs, e, horizon))
+			return true;
+	return false;
+}
+
 #define STUCK_NS (100 * 1000000ULL)
 
 static uint64_t mono_ns(void)
@@ -469,7 +515,8 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 			return rc;
 		struct centry *v = pick_victim(fs);
 		if (v && patient && fs->learned &&
-		    farther_dirty(fs, next_read_of(v, engine_stale_before(fs))))
+		    (farther_dirty(fs, next_read_of(v, engine_stale_before(fs))) ||
+		     kept_over_due(fs, v)))
 			v = NULL;
 		if (v) {
 			atomic_fetch_add(&fs->stats.evictions, 1);

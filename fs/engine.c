@@ -38,11 +38,13 @@ void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
 	bool learned = order_learned(fs->order);
 	if (learned != fs->learned) {
 		fs->learned = learned;
-		if (learned)
+		if (learned) {
 			TFS_LOG("learned the access order: a cycle of %zu block accesses",
 				order_cycle_len(fs->order));
-		else
+			cache_restamp(fs);
+		} else {
 			TFS_LOG("the access order changed: back to LRU until it is relearned");
+		}
 	}
 	if (learned && fs->prefetcher_running)
 		pthread_cond_signal(&fs->prefetch_cond);

@@ -124,8 +124,9 @@ struct fs {
 	 * landing[]. */
 	uint64_t nlanding, landing_free;
 	uint64_t *landing;
-	uint64_t pin_limit; /* RAM-home blocks beyond this become ordinary */
-	uint64_t clock;	    /* stamp source */
+	uint64_t pin_limit;   /* RAM-home blocks beyond this become ordinary */
+	uint64_t clock;	      /* stamp source */
+	uint64_t learn_clock; /* clock when a cycle was last learned (cache_restamp) */
 	unsigned reclaim_waiters;
 	unsigned ref_waiters;	/* threads waiting for an entry's last reference */
 	uint64_t *wb_scratch;	/* cache_slots long: the write-back horizon's sort space */
@@ -205,6 +206,8 @@ int cache_flush_all(struct fs *fs);				      /* no lock held */
 int cache_forget_inode(struct fs *fs, struct inode *in);  /* lock held: drop all blocks */
 int cache_commit(struct fs *fs);			  /* no lock held: attrs, maps */
 int cache_pin(struct fs *fs, struct inode *in, int tier); /* no lock held */
+/* Re-predict every cached block from a newly learned cycle. Lock held. */
+void cache_restamp(struct fs *fs);
 int flusher_start(struct fs *fs);
 void flusher_stop(struct fs *fs);
 uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes /* [ntiers] */);
