@@ -1675,7 +1675,7 @@ int cache_init(struct fs *fs)
 {
 	struct tier *ram = fs->tiers[fs->ram];
 	/* The landing slots come first, so no cache entry takes them. */
-	fs->nlanding = fs->bs >= FS_MAX_REQUEST ? fs->conf.threads : 0;
+	fs->nlanding = fs_landing_slots(fs);
 	fs->landing = calloc(fs->nlanding + 1, sizeof(*fs->landing));
 	if (!fs->landing)
 		return -ENOMEM;

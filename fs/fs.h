@@ -276,6 +276,14 @@ void fs_unmount_finish(struct fs *fs);
  * 3.14's limit. */
 #define FS_MAX_REQUEST (1u << 20)
 
+/* RAM tier slots the FUSE workers receive requests into (fs/loop.c), one
+ * each, beyond the RAM tier's capacity; none where a block cannot hold a
+ * whole request. */
+static inline uint64_t fs_landing_slots(const struct fs *fs)
+{
+	return fs->bs >= FS_MAX_REQUEST ? fs->conf.threads : 0;
+}
+
 #define TFS_LOG(fmt, ...) fprintf(stderr, "tierfs: " fmt "\n", ##__VA_ARGS__)
 
 #endif

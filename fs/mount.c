@@ -70,8 +70,7 @@ static int open_tiers(struct fs *fs)
 		    .block_size = fs->bs,
 		    /* Room for the FUSE workers' request buffers (fs/loop.c):
 		     * libfuse would allocate as much per worker itself. */
-		    .extra_slots =
-			ct->kind == TIER_RAM && fs->bs >= FS_MAX_REQUEST ? fs->conf.threads : 0,
+		    .extra_slots = ct->kind == TIER_RAM ? fs_landing_slots(fs) : 0,
 		    .persistent = ct->persistent,
 		    .direct = ct->direct,
 		    .queue_depth = ct->queue_depth,
