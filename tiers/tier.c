@@ -134,7 +134,8 @@ int tier_open(const struct tier_params *p, struct tier **out)
 		tier_log(t, "max_bandwidth is ignored on a RAM tier");
 	int rc = bitmap_init(&t->slots, t->slots_total);
 	if (rc) {
-		tier_log(t, "cannot allocate the slot bitmap for %" PRIu64 " slots", slots);
+		tier_log(t, "cannot allocate the slot bitmap for %" PRIu64 " slots",
+			 t->slots_total);
 		goto fail;
 	}
 	rc = be->open(t, p);
