@@ -393,7 +393,7 @@ fi
 
 python3 "$REPORT" report --dir "$OUT" || die "report failed"
 if command -v gnuplot >/dev/null; then
-	(cd "$OUT" && gnuplot -e "titles='$(cat steps.titles)'; floor=$(cat floor.val)" "$PLOT") ||
+	(cd "$OUT" && gnuplot -e "titles='$(cat steps.titles)'; floor=$(cat floor.val); model=$(cat model.val)" "$PLOT") ||
 		say "gnuplot failed"
 	[ -s "$OUT/steps.png" ] && say "plot: $OUT/steps.png"
 else

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The yardsticks of `make bench` (scripts/bench_report.py): the pipeline
+# model against figures worked out by hand here, and against the floor it
+# must never undercut. A wrong yardstick makes every ratio in a note wrong.
+# No mount; TAP lines from Python.
+cd "$(dirname "$0")/../.." || exit 1
+command -v python3 >/dev/null || { echo "python3 missing"; exit 77; }
+exec python3 - <<'EOF'
+import sys
+sys.path.insert(0, "scripts")
+import bench_report as br
+
+n = 0
+failed = 0
+
+
+def check(name, cond, detail=""):
+    global n, failed
+    n += 1
+    print(("ok %d - %s" if cond else "not ok %d - %s") % (n, name))
+    if not cond:
+        failed += 1
+        print("# " + detail)
+
+
+MIB = 1 << 20
+# 1 rank, 8 sub-groups of 1 MiB params each (4 MiB per file, 12 blocks of
+# state per sub-group), 2 gradient files: 32 gradient blocks in all.
+SGP = 1 << 20
+rj = {"ranks": 1, "state_bytes": 8 * SGP * 12, "subgroup_params": SGP,
+      "subgroups_per_rank": 8, "grad_files": 2, "pipeline": True, "steps": []}
+RBW, WBW = 100.0 * MIB, 50.0 * MIB
+SG = 12 * MIB  # bytes of one sub-group's state
+GRAD = 32
+
+
+def model(ram_blocks, pipeline=True, mbw=0.0):
+    j = dict(rj, pipeline=pipeline)
+    return br.pipeline_model(j, ram_blocks * MIB, MIB, RBW, WBW, mbw)
+
+
+def near(a, b):
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+
+# No RAM beside the gradients, pipelined, no mixed bandwidth measured (so
+# reads and writes go in turn, as for the floor): two reads alone, six
+# iterations that read one sub-group and write another, two writes alone.
+m = model(GRAD)
+want = 2 * SG / RBW + 6 * (SG / RBW + SG / WBW) + 2 * SG / WBW
+check("pipelined, no RAM to spare: head, six iterations, tail",
+      m is not None and near(m["pipeline_io_s"], want), "got %s want %s" % (m, want))
+
+# The same, not pipelined: every transfer in turn, which is the serial floor.
+m = model(GRAD, pipeline=False)
+want = 8 * SG / RBW + 8 * SG / WBW
+check("not pipelined, no RAM to spare: reads and writes in turn",
+      m is not None and near(m["pipeline_io_s"], want), "got %s want %s" % (m, want))
+
+# In turn, a sub-group of RAM to spare saves both transfers of the
+# sub-group it keeps.
+m = model(GRAD + 12)
+want = 2 * SG / RBW + 6 * (SG / RBW + SG / WBW) + 2 * SG / WBW - SG / RBW - SG / WBW
+check("in turn, a sub-group of RAM to spare: its read and its write",
+      m is not None and near(m["pipeline_io_s"], want), "got %s want %s" % (m, want))
+
+# Sides that do not slow each other (a huge mixed bandwidth): the slower
+# side sets each iteration's time.
+FREE = 1e18
+m = model(GRAD, mbw=FREE)
+want = 2 * SG / RBW + 6 * SG / WBW + 2 * SG / WBW
+check("independent sides: the write side sets the iterations",
+      m is not None and near(m["pipeline_io_s"], want), "got %s want %s" % (m, want))
+
+# Both sides as fast, independent, a sub-group of RAM to spare. A block
+# kept of sub-group j shortens the phase that reads j and the one that
+# writes j only where the other side moves less too: keeping 3 blocks each
+# of sub-groups 0, 2, 4 and 6 shortens the first read, the three iterations
+# that write 0, 2, 4 while reading 2, 4, 6, and the tail that writes 6:
+# 15 blocks of time for 12 of RAM, the most there is (a single sub-group
+# or a read-ahead saves one per block).
+BW = RBW
+m = br.pipeline_model(rj, (GRAD + 12) * MIB, MIB, BW, BW, FREE)
+want = (4 * SG + 6 * SG - 15 * MIB) / BW
+check("independent equal sides, a sub-group of RAM: kept every other sub-group",
+      m is not None and near(m["pipeline_io_s"], want), "got %s want %s" % (m, want))
+
+# A mixed bandwidth below both sides together slows the iterations that
+# move both ways, and only those.
+mbw = 120.0 * MIB
+m = model(GRAD, mbw=mbw)
+want = 2 * SG / RBW + 6 * max(min(SG / RBW + SG / WBW, 2 * SG / mbw), SG / WBW) + 2 * SG / WBW
+check("mixed bandwidth: the iterations take (read + write) / mixed",
+      m is not None and near(m["pipeline_io_s"], want), "got %s want %s" % (m, want))
+
+# A budget below the gradients: the rule cannot pin them, no model.
+check("no model when the gradients do not fit", model(GRAD - 1) is None)
+
+# More RAM never makes it slower, and it never undercuts the floor.
+prev, ok, worst = None, True, ""
+for extra in range(0, 8 * 12 + 1, 4):
+    t = model(GRAD + extra)["pipeline_io_s"]
+    f = br.belady(rj, (GRAD + extra) * MIB, MIB, pin_grads=True)
+    floor = max(f["disk_read_bytes"] / RBW, f["disk_write_bytes"] / WBW)
+    if (prev is not None and t > prev + 1e-9) or t < floor - 1e-9:
+        ok, worst = False, "extra %d: model %.4f prev %s floor %.4f" % (extra, t, prev, floor)
+    prev = t
+check("more RAM never slower, never below the floor", ok, worst)
+
+print("1..%d" % n)
+sys.exit(1 if failed else 0)
+EOF
