@@ -263,7 +263,7 @@ def pipeline_model(rj, ram, bs, rbw, wbw, mbw):
         for m in range(j, n, 2):
             run = run + [(rph[m], 0), (wph[m], 1)]
             options.append(run)
-    chunk = max(1, credit // 1024)
+    chunk = max(1, credit // 256)
 
     def spend(per_block):
         """Greedy on the time saved per block of RAM, or per step. The
