@@ -38,7 +38,7 @@ The floor model (what an optimal policy must move to/from the disk per steady st
   max(io floor, measured CPU time of the update).
 
 The pipeline model (pipeline_model(); reported beside the floor, not instead
-of it). The floor counts bytes only. DeepSpeed's pipelined update also waits:
+of it; pipelined runs only). The floor counts bytes only. DeepSpeed's pipelined update also waits:
 iteration i starts the read of sub-group i+1 and the write of i-1, runs the
 CPU pass of i, and joins both before i+1. So the first two reads run with
 the disk's write side idle and the last two writes with its read side idle,
@@ -208,37 +208,33 @@ def phase_s(r, w, rbw, wbw, mbw):
 
 
 def pipeline_model(rj, ram, bs, rbw, wbw, mbw):
-    """The update phase's least time under DeepSpeed's schedule (see above).
+    """A good schedule's time for the pipelined update phase (see above).
 
     None when the gradients do not fit the budget (the rule cannot pin them,
-    the model assumes it does). Returns the model's seconds and its parts."""
+    the model assumes it does), and without the pipeline: there a side of the
+    disk idles in every phase, so RAM used to read ahead or write behind comes
+    free again within the step, and the model's count of it does not hold.
+    Returns the model's seconds and its parts."""
     sizes, ranks = layout(rj)
     cycle, bsize, is_grad = trace(rj, bs)
     credit = ram // bs - sum(1 for g in is_grad if g)
-    if credit < 0:
+    if credit < 0 or not rj.get("pipeline", True):
         return None
     nblk = lambda b: (b + bs - 1) // bs
     # per sub-group, all ranks (they run in lock step): state blocks, bytes
     sg = [(3 * ranks * nblk(n * 4), 3 * ranks * n * 4) for n in sizes]
     n = len(sg)
-    # phases as [read blocks, read bytes, write blocks, write bytes]
-    if rj.get("pipeline", True):
-        ph = [[sg[0][0], sg[0][1], 0, 0]]
-        for i in range(n):
-            r = sg[i + 1] if i + 1 < n else (0, 0)
-            w = sg[i - 1] if i > 0 else (0, 0)
-            ph.append([r[0], r[1], w[0], w[1]])
-        ph.append([0, 0, sg[-1][0], sg[-1][1]])
-    else:
-        ph = []
-        for b, y in sg:
-            ph += [[b, y, 0, 0], [0, 0, b, y]]
+    # phases as [read blocks, read bytes, write blocks, write bytes]: the
+    # first read, one per iteration, the last write
+    ph = [[sg[0][0], sg[0][1], 0, 0]]
+    for i in range(n):
+        r = sg[i + 1] if i + 1 < n else (0, 0)
+        w = sg[i - 1] if i > 0 else (0, 0)
+        ph.append([r[0], r[1], w[0], w[1]])
+    ph.append([0, 0, sg[-1][0], sg[-1][1]])
     # which phase reads and which writes each sub-group
-    if rj.get("pipeline", True):
-        rph = [0] + list(range(1, n))
-        wph = [i + 2 for i in range(n - 1)] + [n + 1]
-    else:
-        rph, wph = [2 * i for i in range(n)], [2 * i + 1 for i in range(n)]
+    rph = list(range(n))
+    wph = [i + 2 for i in range(n - 1)] + [n + 1]
     t = lambda p: phase_s(p[1], p[3], rbw, wbw, mbw)
 
     def cut(moves, k):
