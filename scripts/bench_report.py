@@ -239,13 +239,14 @@ def pipeline_model(rj, ram, bs, rbw, wbw, mbw):
 
     def cut(moves, k):
         """Take K blocks off each (phase, side) in MOVES; the time saved."""
-        before = sum(t(ph[i]) for i, _ in moves)
+        touched = {i for i, _ in moves}  # a run may take both sides of one
+        before = sum(t(ph[i]) for i in touched)
         for i, side in moves:
             p = ph[i]
             blk, byt = p[2 * side], p[2 * side + 1]
             p[2 * side + 1] = byt - byt * k // blk if blk else 0
             p[2 * side] = blk - k
-        return before - sum(t(ph[i]) for i, _ in moves)
+        return before - sum(t(ph[i]) for i in touched)
 
     # Spend the RAM credit greedily, a chunk at a time, where it saves the
     # most time per block: keeping blocks of sub-group j takes them off both
