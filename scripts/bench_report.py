@@ -237,16 +237,16 @@ def pipeline_model(rj, ram, bs, rbw, wbw, mbw):
     wph = [i + 2 for i in range(n - 1)] + [n + 1]
     t = lambda p: phase_s(p[1], p[3], rbw, wbw, mbw)
 
-    def cut(moves, k):
-        """Take K blocks off each (phase, side) in MOVES; the time saved."""
-        touched = {i for i, _ in moves}  # a run may take both sides of one
-        before = sum(t(ph[i]) for i in touched)
+    def cut(cur, moves, k):
+        """The phases of CUR that MOVES touch, K blocks off each (phase,
+        side) in it, as {index: phase}; CUR itself is left as it is."""
+        out = {}
         for i, side in moves:
-            p = ph[i]
+            p = out.setdefault(i, list(cur[i]))
             blk, byt = p[2 * side], p[2 * side + 1]
             p[2 * side + 1] = byt - byt * k // blk if blk else 0
             p[2 * side] = blk - k
-        return before - sum(t(ph[i]) for i in touched)
+        return out
 
     # Spend the RAM credit greedily, a chunk at a time, where it saves the
     # most time per block: keeping blocks of sub-group j takes them off both
@@ -254,44 +254,40 @@ def pipeline_model(rj, ram, bs, rbw, wbw, mbw):
     # side of one phase. The write of j and the read of j + 2 share an
     # iteration, so keeping j alone rarely shortens one that moves both
     # ways; keeping j, j + 2, ... together does: those runs are options too.
-    options = [[(i, side)] for i in range(len(ph)) for side in (0, 1)]
+    # An option is (moves, RAM blocks per block taken off).
+    options = [([(i, side)], 1) for i in range(len(ph)) for side in (0, 1)]
     for j in range(n):
         run = []
         for m in range(j, n, 2):
             run = run + [(rph[m], 0), (wph[m], 1)]
-            options.append(run)
+            options.append((run, len(run) // 2))
     chunk = max(1, credit // 256)
 
     def spend(per_block):
-        """Greedy on the time saved per block of RAM, or per step. The
-        phases as they end, and the credit left."""
-        start = [list(p) for p in ph]
+        """Greedy on the time saved per block of RAM, or per step: the
+        model's seconds, and the credit left."""
+        cur = [list(p) for p in ph]
         left = credit
         while left > 0:
             best, score = None, 0.0
-            for mv in options:
-                cost = len(mv) // 2 if len(mv) > 1 else 1
+            for mv, cost in options:
                 k = min(chunk, left // cost)
-                if k < 1 or any(ph[i][2 * side] < k for i, side in mv):
+                if k < 1 or any(cur[i][2 * side] < k for i, side in mv):
                     continue
-                keep = [list(p) for p in ph]
-                saved = cut(mv, k)
-                ph[:] = keep
+                new = cut(cur, mv, k)
+                saved = sum(t(cur[i]) - t(p) for i, p in new.items())
                 sc = saved / (k * cost) if per_block else saved
                 if sc > score * (1 + 1e-9):
-                    best, score, bk, bcost = mv, sc, k, cost
+                    best, score, used = new, sc, k * cost
             if best is None:
                 break
-            cut(best, bk)
-            left -= bk * bcost
-        end = [list(p) for p in ph]
-        ph[:] = start
-        return end, left
+            for i, p in best.items():
+                cur[i] = p
+            left -= used
+        return sum(t(p) for p in cur), left
 
     # Neither greedy is always the better: the model is the better of the two.
-    runs = [spend(True), spend(False)]
-    ph[:], left = min(runs, key=lambda r: sum(t(p) for p in r[0]))
-    io = sum(phase_s(p[1], p[3], rbw, wbw, mbw) for p in ph)
+    io, left = min(spend(True), spend(False))
     return {"credit_blocks": credit, "credit_unused_blocks": left, "phases": len(ph),
             "pipeline_io_s": io}
 
