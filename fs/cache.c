@@ -599,7 +599,9 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 enum get_mode {
 	GET_READ,	/* existing data or a hole (NULL) */
 	GET_WRITE_PART, /* will be partly overwritten: needs its data */
-	GET_WRITE_FULL, /* will be fully overwritten: contents do not matter */
+	GET_WRITE_FULL, /* will be fully overwritten: contents do not matter;
+			   a new entry stays CE_LOADING until the caller's
+			   copy is in (write_filled) */
 	GET_WRITE_HEAD, /* overwritten from its start to EOF: the rest reads as
 			   zeros, so a new entry is zeroed, not loaded */
 };
@@ -661,7 +663,10 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 		lru_push(fs, e);
 		e->stamp = ++fs->clock;
 		if (mode == GET_WRITE_FULL) {
-			e->state = CE_VALID;
+			/* The slot still holds some other block's bytes: a
+			 * reader must wait for the write's copy, not reply
+			 * with them (t_landing, 256 KiB blocks). */
+			e->state = CE_LOADING;
 			*out = e;
 			return 0;
 		}
@@ -826,8 +831,17 @@ out:
 static bool adoptable(struct fs *fs, const struct centry *e, const char *data, size_t blen,
 		      const uint64_t *donor)
 {
-	return donor && *donor != CACHE_NO_SLOT && blen == fs->bs && e->refs == 1 &&
-	       e->state == CE_VALID && !e->flushing && data == cache_slot_ptr(fs, *donor);
+	return donor && *donor != CACHE_NO_SLOT && blen == fs->bs && e->refs == 1 && !e->flushing &&
+	       data == cache_slot_ptr(fs, *donor);
+}
+
+/* The write's bytes are in E: a new entry's readers may have it now. */
+static void write_filled(struct fs *fs, struct centry *e)
+{
+	if (e->state == CE_LOADING) {
+		e->state = CE_VALID;
+		pthread_cond_broadcast(&fs->cond);
+	}
 }
 
 int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
@@ -883,6 +897,7 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 			memcpy((char *)e->buf + boff, buf + done, blen);
 			pthread_mutex_lock(&fs->lock);
 		}
+		write_filled(fs, e);
 		entry_put(fs, e);
 		done += blen;
 		if (off + done > in->attr.size)

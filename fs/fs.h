@@ -53,7 +53,7 @@ struct inode {
 };
 
 enum ce_state {
-	CE_LOADING, /* a reader fills buf from a tier; wait */
+	CE_LOADING, /* buf is being filled (tier read, whole-block write); wait */
 	CE_VALID,   /* buf holds the block (dirty or clean) */
 };
 

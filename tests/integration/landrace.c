@@ -1,11 +1,14 @@
 /*
- * landrace DIR SECONDS — hammers one race of the FUSE loop's landing slots
+ * landrace DIR SECONDS [HOT] — hammers one race of the FUSE loop's landing slots
  * (fs/loop.c): a whole-block write takes the slot its data landed in and
  * gives the worker the block's old slot, into which the next request lands.
  * If a reply were still copying from that old slot, a reader would get the
  * bytes of some other request. Readers of 4 hot blocks check every 16-byte
  * record; writers rewrite those blocks, and others flood 32 cold blocks so
- * that requests keep landing. Exit 0 when every read was right, 1 with the
+ * that requests keep landing. With more hot blocks (HOT, even) than the
+ * cache holds, hot blocks are rewritten while out of RAM: a write then
+ * makes a new entry, whose slot holds another block until the write's
+ * copy is in, and a reader must not get those bytes. Exit 0 when every read was right, 1 with the
  * first wrong record, 2 on a setup or I/O error.
  */
 #include <errno.h>
@@ -19,7 +22,7 @@
 #include <unistd.h>
 
 #define MB	   (1u << 20)
-#define HOT	   4
+#define MAX_HOT	   64
 #define COLD	   32
 #define MAGIC_HOT  0x21544f48u /* "HOT!" */
 #define MAGIC_COLD 0x444c4f43u /* "COLD" */
@@ -28,6 +31,7 @@ static const char *dir;
 static volatile int stop, bad;
 static double deadline;
 static unsigned long nreads, nwrites;
+static uint32_t HOT = 4;
 
 static double now(void)
 {
@@ -79,7 +83,8 @@ static void io(int fd, void *buf, uint32_t block, int write)
 	}
 }
 
-/* Writer k of the hot file owns blocks k and k + 2; cold writers flood. */
+/* Writer k of the hot file owns blocks k, k + 2, k + 4...; cold writers
+ * flood. */
 static void *writer(void *arg)
 {
 	long k = (long)arg;
@@ -88,7 +93,7 @@ static void *writer(void *arg)
 	uint32_t *buf = alloc_block();
 	for (uint32_t gen = 1; !stop; gen++) {
 		uint32_t block =
-		    hot ? (uint32_t)k + 2 * (gen & 1) : (uint32_t)((gen * 7 + k) % COLD);
+		    hot ? (uint32_t)k + 2 * (gen % (HOT / 2)) : (uint32_t)((gen * 7 + k) % COLD);
 		fill(buf, hot ? MAGIC_HOT : MAGIC_COLD, block, gen);
 		io(fd, buf, block, 1);
 		__atomic_add_fetch(&nwrites, 1, __ATOMIC_RELAXED);
@@ -130,11 +135,18 @@ static void *reader(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: landrace DIR SECONDS\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: landrace DIR SECONDS [HOT]\n");
 		return 2;
 	}
 	dir = argv[1];
+	if (argc == 4) {
+		HOT = (uint32_t)atoi(argv[3]);
+		if (HOT < 2 || HOT > MAX_HOT || HOT % 2) {
+			fprintf(stderr, "landrace: HOT must be even, 2 to %d\n", MAX_HOT);
+			return 2;
+		}
+	}
 	/* Every block written once before anyone reads. */
 	uint32_t *buf = alloc_block();
 	int hot = open_file("hot", O_WRONLY | O_CREAT),

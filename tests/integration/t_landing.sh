@@ -5,8 +5,8 @@
 # evicted and read back, every 4 KiB page a reader gets must be one that was
 # written to that very page, never bytes of another request that landed in
 # a reused slot (also at C speed: landrace.c). Then the final content, also
-# after remount; and the same workload with blocks smaller than a request,
-# where nothing is taken.
+# after remount; the same workload with blocks smaller than a request,
+# where nothing is taken; and that again with most blocks out of RAM.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs landrace
@@ -162,4 +162,17 @@ check "256 KiB blocks: nothing taken (writes_adopted=$(stat_of writes_adopted))"
 	test "$(stat_of writes_adopted)" = 0
 check "256 KiB blocks: final content" "$PY" "$T/final.py" "$MNT/d"
 check "unmount clean (3)" umount_fs
+
+# Most blocks out of RAM: nearly every whole-block write makes a new entry
+# whose slot holds another block's bytes until the write's copy is in; a
+# reader of that block must wait for the copy, not reply with them.
+default_conf | sed -e 's/^capacity = 256M/capacity = 28M/' -e 's/^block_size = 1M/block_size = 256K/' \
+	>"$T/c.conf"
+mount_fs "$T/c.conf" || { fail "mount (28 MiB of RAM)"; tap_exit; exit 1; }
+check "28 MiB of RAM for 96 MiB: reads of blocks being written anew are their own" run_load 32 300
+check "28 MiB of RAM: final content" "$PY" "$T/final.py" "$MNT/d"
+mkdir -p "$MNT/race"
+check "28 MiB of RAM, C clients, 24 hot blocks: every record of every read is its own" \
+	"$TESTBIN/landrace" "$MNT/race" 3 24
+check "unmount clean (4)" umount_fs
 tap_exit
