@@ -1181,14 +1181,25 @@ static void flush_done(struct tier_io *io)
 }
 
 /* Start writing back E. Lock held; returns with it held. The entry must be
- * dirty, not flushing and not being written. */
+ * dirty, not flushing and not being written. -EAGAIN: it no longer is
+ * (assign_durable dropped the lock to commit, and a writer took E), so
+ * nothing started; choose again. */
 static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch,
 		       enum tier_prio prio)
 {
 	struct inode *in = e->inode;
+	/* Held across the commit assign_durable may make unlocked, so that
+	 * E stays; a writer copying into it meanwhile shows as a reference
+	 * more. Write-back would clear the writer's dirty mark and checksum
+	 * a buffer half old, half new. */
+	int refs = e->refs;
+	e->refs++;
 	int rc = assign_durable(fs, in, e->idx);
+	entry_put(fs, e);
 	if (rc)
 		return rc;
+	if (!e->dirty || e->flushing || e->refs != refs)
+		return -EAGAIN;
 	struct blk *b = &in->blocks[e->idx];
 	struct flush_io *f = calloc(1, sizeof(*f));
 	if (!f)
@@ -1371,14 +1382,16 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 				struct centry *e = in->blocks[i].ce;
 				if (!e || !e->dirty)
 					continue;
-				while (e->flushing || e->refs) {
-					wait_unreferenced(fs);
+				do {
+					while (e && (e->flushing || e->refs)) {
+						wait_unreferenced(fs);
+						e = in->blocks[i].ce;
+					}
+					rc = e && e->dirty && !e->flushing
+						 ? flush_start(fs, e, &batch, TIER_PRIO_DEMAND)
+						 : 0;
 					e = in->blocks[i].ce;
-					if (!e)
-						break;
-				}
-				if (e && e->dirty && !e->flushing)
-					rc = flush_start(fs, e, &batch, TIER_PRIO_DEMAND);
+				} while (rc == -EAGAIN);
 			}
 			batch_wait(fs, &batch);
 			if (in->ndirty == 0)
@@ -1421,6 +1434,8 @@ int cache_flush_all(struct fs *fs)
 			break;
 		}
 		int r = flush_start(fs, pick, &batch, TIER_PRIO_WRITEBACK);
+		if (r == -EAGAIN)
+			continue;
 		if (r) {
 			rc = r;
 			break;
@@ -1624,11 +1639,22 @@ static void *flusher_main(void *arg)
 				e = next_to_flush(fs, e, learned, spill);
 				continue;
 			}
+			/* The walk goes on from NX: a reference keeps it while
+			 * the lock is dropped. Not one being loaded: a failed
+			 * load frees its entry whoever holds it. */
 			struct centry *nx = learned ? NULL : lru_older(fs, e, spill);
+			while (nx && nx->state == CE_LOADING)
+				nx = lru_older(fs, nx, spill);
 			if (nx)
 				nx->refs++;
 			int rc = flush_start(fs, e, &batch,
 					     reclaim ? TIER_PRIO_RECLAIM : TIER_PRIO_WRITEBACK);
+			if (rc == -EAGAIN) {
+				if (nx)
+					entry_put(fs, nx);
+				e = next_to_flush(fs, nx, learned, spill);
+				continue;
+			}
 			if (rc) {
 				if (nx)
 					entry_put(fs, nx);
