@@ -41,11 +41,16 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 ITEST_SRC := $(wildcard tests/integration/*.c)
 ITEST_BIN := $(ITEST_SRC:tests/integration/%.c=$(BUILD)/tests/bin/%)
 
-ALL_TARGETS := $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN)
+# Shims that tests LD_PRELOAD into the daemon; built without sanitizers,
+# which only the daemon's own code needs.
+PRELOAD_SRC := $(wildcard tests/integration/preload/*.c)
+PRELOAD_LIB := $(PRELOAD_SRC:tests/integration/preload/%.c=$(BUILD)/tests/lib/%.so)
+
+ALL_TARGETS := $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) $(PRELOAD_LIB)
 
 .PHONY: all deps test demo bench format clean check-format install uninstall
 PREFIX ?= /usr/local
-all: $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) module-all
+all: $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) $(PRELOAD_LIB) module-all
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -65,6 +70,10 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libtierfs.a
 $(BUILD)/tests/bin/%: tests/integration/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -laio -luring -lxxhash -lm
+
+$(BUILD)/tests/lib/%.so: tests/integration/preload/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl
 
 # Module makefiles add their targets to MODULE_ALL.
 MODULE_ALL :=

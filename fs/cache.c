@@ -39,6 +39,15 @@ struct pend {
 static struct pend *g_pend;
 static size_t g_npend, g_pend_cap;
 
+/* One cache_commit at a time, from its snapshot of the pending work to its
+ * LMDB commit, so that commits land in the order their snapshots were
+ * taken. Without it, a flusher tick that took file F's size and then
+ * waited for LMDB's writer lock could commit after an fsync's newer size
+ * and put the old one back; or re-insert a block record that a truncate's
+ * commit had deleted, whose slot was then freed and handed to another
+ * block. Taken before fs->lock, never while holding it. */
+static pthread_mutex_t g_commit_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int pend_add(uint64_t ino, uint64_t idx)
 {
 	if (g_npend == g_pend_cap) {
@@ -1229,7 +1238,8 @@ static void batch_wait(struct fs *fs, struct flush_batch *batch)
 		pthread_cond_wait(&fs->cond, &fs->lock);
 }
 
-int cache_commit(struct fs *fs)
+/* Under g_commit_lock. */
+static int commit_locked(struct fs *fs)
 {
 	pthread_mutex_lock(&fs->lock);
 	size_t np = g_npend;
@@ -1353,6 +1363,14 @@ unlock_fail:
 	free(recs);
 	free(del);
 	free(skip);
+	return rc;
+}
+
+int cache_commit(struct fs *fs)
+{
+	pthread_mutex_lock(&g_commit_lock);
+	int rc = commit_locked(fs);
+	pthread_mutex_unlock(&g_commit_lock);
 	return rc;
 }
 
