@@ -608,15 +608,15 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 enum get_mode {
 	GET_READ,	/* existing data or a hole (NULL) */
 	GET_WRITE_PART, /* will be partly overwritten: needs its data */
-	GET_WRITE_FULL, /* will be fully overwritten: contents do not matter;
-			   a new entry stays CE_LOADING until the caller's
-			   copy is in (write_filled) */
+	GET_WRITE_FULL, /* will be fully overwritten: contents do not matter */
 	GET_WRITE_HEAD, /* overwritten from its start to EOF: the rest reads as
 			   zeros, so a new entry is zeroed, not loaded */
 };
 
 /* Reference the cached entry of block IDX, loading it when needed. Lock
- * held (dropped while loading). *out is NULL for a hole with GET_READ. */
+ * held (dropped while loading). *out is NULL for a hole with GET_READ. A
+ * new entry for a write mode is returned CE_LOADING: the caller copies its
+ * bytes in, then calls write_filled. */
 static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
 		     struct centry **out)
 {
@@ -671,16 +671,16 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 		b->ce = e;
 		lru_push(fs, e);
 		e->stamp = ++fs->clock;
+		/* Load (or zero) outside the lock; others wait on CE_LOADING.
+		 * A new entry for a write stays so until the write's bytes
+		 * are in (write_filled): until then its slot holds another
+		 * block's bytes (t_landing, 256 KiB blocks) or zeros where the
+		 * write goes, neither of which a reader may get. */
+		e->state = CE_LOADING;
 		if (mode == GET_WRITE_FULL) {
-			/* The slot still holds some other block's bytes: a
-			 * reader must wait for the write's copy, not reply
-			 * with them (t_landing, 256 KiB blocks). */
-			e->state = CE_LOADING;
 			*out = e;
 			return 0;
 		}
-		/* Load (or zero) outside the lock; others wait on CE_LOADING. */
-		e->state = CE_LOADING;
 		uint16_t tier = b->tier;
 		uint64_t slot = b->slot, csum = b->csum;
 		bool written = tier != TIER_NONE && (csum != 0 || b->ce == NULL);
@@ -707,8 +707,10 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 			pthread_cond_broadcast(&fs->cond);
 			return rc;
 		}
-		e->state = CE_VALID;
-		pthread_cond_broadcast(&fs->cond);
+		if (mode == GET_READ) {
+			e->state = CE_VALID;
+			pthread_cond_broadcast(&fs->cond);
+		}
 		*out = e;
 		return 0;
 	}
