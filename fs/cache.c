@@ -1151,6 +1151,8 @@ struct flush_io {
 	struct tier_io io;
 	struct centry *e;
 	struct flush_batch *batch;
+	bool move; /* io.slot is a new slot on tier `to`, for a pin */
+	uint16_t to;
 };
 
 static void flush_done(struct tier_io *io)
@@ -1175,8 +1177,18 @@ static void flush_done(struct tier_io *io)
 			fs->ndirty++;
 			in->ndirty++;
 		}
+		if (f->move) /* never in the map: the block stays where it is */
+			tier_free(fs->tiers[f->to], io->slot);
 		f->batch->err = io->result;
 	} else {
+		if (f->move) {
+			/* The copy on the pinned tier is whole: the map points
+			 * there from the next commit, which also frees the old
+			 * slot. A crash before leaves the old record in LMDB. */
+			defer_free(fs, b->tier, b->slot);
+			b->tier = f->to;
+			b->slot = io->slot;
+		}
 		b->csum = io->csum;
 		e->written_back = !e->dirty;
 		if (pend_add(in->ino, e->idx))
@@ -1215,6 +1227,19 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	struct flush_io *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
+	uint16_t to = b->tier;
+	uint64_t slot = b->slot;
+	if (in->attr.pin_tier >= 0 && in->home != fs->ram && b->tier != in->home) {
+		/* A block of a file pinned elsewhere (cache_pin) moves with
+		 * its write-back: to a new slot, the old one kept until the
+		 * new is written. If the pinned tier is full, it stays. */
+		int64_t ns = tier_alloc(fs->tiers[in->home]);
+		if (ns >= 0) {
+			f->move = true;
+			f->to = to = (uint16_t)in->home;
+			slot = (uint64_t)ns;
+		}
+	}
 	e->flushing = true;
 	e->dirty = false;
 	fs->ndirty--;
@@ -1226,11 +1251,11 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	f->batch = batch;
 	f->io.op = TIER_OP_WRITE;
 	f->io.prio = prio;
-	f->io.slot = b->slot;
+	f->io.slot = slot;
 	f->io.buf = e->buf;
 	f->io.done = flush_done;
 	/* A rejected write-back is reported through batch->err by flush_done. */
-	submit_unlocked(fs, fs->tiers[b->tier], &f->io);
+	submit_unlocked(fs, fs->tiers[to], &f->io);
 	return 0;
 }
 
@@ -1477,9 +1502,11 @@ int cache_flush_all(struct fs *fs)
 
 int cache_pin(struct fs *fs, struct inode *in, int tier)
 {
-	/* Rewrite every block: entry_get loads it, marking it dirty sends it
-	 * to its new home on the next write-back, and the old slot is freed
-	 * once the new map is committed. */
+	/* Rewrite every block: entry_get loads it, and marking it dirty sends
+	 * it to its new home on the next write-back (flush_start), which
+	 * keeps the old slot until the new one is written and committed: a
+	 * crash meanwhile leaves the block where it was. RAM is no durable
+	 * home: there the old slot goes at once. */
 	pthread_mutex_lock(&fs->lock);
 	int rc = fs_inode_load_map(fs, in);
 	in->home = tier;
@@ -1496,16 +1523,14 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 		while (e->flushing)
 			pthread_cond_wait(&fs->cond, &fs->lock);
 		b = &in->blocks[i];
-		if (b->tier != TIER_NONE && b->tier != tier) {
-			defer_free(fs, b->tier, b->slot);
-			b->tier = TIER_NONE;
-			b->csum = 0;
-			pend_add(in->ino, i);
-		}
 		if (tier == fs->ram) {
+			if (b->tier != TIER_NONE) {
+				defer_free(fs, b->tier, b->slot);
+				b->tier = TIER_NONE;
+				b->csum = 0;
+				pend_add(in->ino, i);
+			}
 			entry_pin(fs, e);
-		} else {
-			rc = assign_durable(fs, in, i);
 		}
 		if (!e->dirty) {
 			e->dirty = true;

@@ -88,3 +88,12 @@ tree_sums() {
 			xargs -0 -r getfattr -h -d -e hex 2>/dev/null | grep -v '^user\.tierfs\.'
 	)
 }
+
+# crash_fs: kill -9 the daemon and lazily unmount what it leaves.
+crash_fs() {
+	kill -9 "$TIERFS_PID"
+	wait "$TIERFS_PID" 2>/dev/null
+	TIERFS_PID=
+	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	! mountpoint -q "$MNT"
+}

@@ -50,14 +50,6 @@ busy_writer() {
 	done
 }
 
-crash() {
-	kill -9 "$TIERFS_PID"
-	wait "$TIERFS_PID" 2>/dev/null
-	TIERFS_PID=
-	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-	! mountpoint -q "$MNT"
-}
-
 default_conf >"$T/c.conf"
 : >"$T/synced.sums"
 for round in 1 2; do
@@ -75,7 +67,7 @@ for round in 1 2; do
 		sw=$!
 		sleep 1.5
 	fi
-	check "round $round: kill -9 and lazy unmount of the dead mount" crash
+	check "round $round: kill -9 and lazy unmount of the dead mount" crash_fs
 	wait $bw 2>/dev/null
 	[ $round -eq 2 ] && { wait $sw 2>/dev/null; echo "# round 2: $(wc -l <"$T/r$round.sums") files fsynced before the kill"; }
 	sed "s|$MNT/|./|" "$T/r$round.sums" >>"$T/synced.sums"
