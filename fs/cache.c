@@ -855,10 +855,10 @@ static void write_filled(struct fs *fs, struct centry *e)
 	}
 }
 
-int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
-		uint64_t *donor)
+/* cache_write's work. Lock held (dropped while copying). */
+static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
+			uint64_t *donor)
 {
-	pthread_mutex_lock(&fs->lock);
 	int rc = fs_inode_load_map(fs, in);
 	size_t done = 0;
 	bool due = false; /* a block written is due for write-back (learned order) */
@@ -927,12 +927,25 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 	 * cached (wb_horizon), so a wake is a bounded scan. */
 	if (due || dirty_over(fs))
 		pthread_cond_signal(&fs->flusher_cond);
-	pthread_mutex_unlock(&fs->lock);
 	return done ? (int)done : rc;
 }
 
+int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
+		uint64_t *donor)
+{
+	pthread_mutex_lock(&fs->lock);
+	while (in->resizing)
+		pthread_cond_wait(&fs->cond, &fs->lock);
+	in->nwriting++;
+	int rc = write_locked(fs, in, off, buf, len, donor);
+	if (--in->nwriting == 0 && in->resizing)
+		pthread_cond_broadcast(&fs->cond);
+	pthread_mutex_unlock(&fs->lock);
+	return rc;
+}
+
 /* Drop blocks at and beyond NEWBLOCKS. Lock held; the tail of a partial last
- * block was zeroed by the caller through cache_write. */
+ * block was zeroed by the caller through write_locked. */
 static int drop_blocks_from(struct fs *fs, struct inode *in, uint64_t from)
 {
 	for (uint64_t i = from; i < in->nblocks; i++) {
@@ -954,12 +967,21 @@ static int drop_blocks_from(struct fs *fs, struct inode *in, uint64_t from)
 	return 0;
 }
 
-int cache_truncate(struct fs *fs, struct inode *in, uint64_t size)
+static int resize_locked(struct fs *fs, struct inode *in, uint64_t size)
 {
 	int rc = fs_inode_load_map(fs, in);
 	if (rc)
 		return rc;
-	if (size < in->attr.size) {
+	uint64_t old = in->attr.size;
+	if (size < old && size % fs->bs) {
+		uint64_t end = (size / fs->bs + 1) * fs->bs;
+		if (end > old)
+			end = old;
+		rc = write_locked(fs, in, size, fs->zero, (size_t)(end - size), NULL);
+		if (rc < 0)
+			return rc;
+	}
+	if (size < old) {
 		rc = drop_blocks_from(fs, in, (size + fs->bs - 1) / fs->bs);
 		if (rc)
 			return rc;
@@ -967,6 +989,23 @@ int cache_truncate(struct fs *fs, struct inode *in, uint64_t size)
 	in->attr.size = size;
 	in->attr_dirty = true;
 	return 0;
+}
+
+int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
+{
+	/* Writers are kept out from the tail's zeroing to the new size: a
+	 * write in between, into the tail or into a block already dropped
+	 * while this waited for a reader, left its bytes beyond EOF, to show
+	 * when the file grew again. */
+	while (in->resizing)
+		pthread_cond_wait(&fs->cond, &fs->lock);
+	in->resizing = true;
+	while (in->nwriting)
+		pthread_cond_wait(&fs->cond, &fs->lock);
+	int rc = resize_locked(fs, in, size);
+	in->resizing = false;
+	pthread_cond_broadcast(&fs->cond);
+	return rc;
 }
 
 int cache_forget_inode(struct fs *fs, struct inode *in)

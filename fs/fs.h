@@ -43,6 +43,8 @@ struct inode {
 	bool attr_dirty;	/* attr differs from LMDB */
 	bool map_loaded;
 	bool dropping;	    /* being deleted: cache_forget_inode may wait, lock dropped */
+	bool resizing;	    /* cache_resize at work: cache_write waits */
+	unsigned nwriting;  /* cache_write calls under way: cache_resize waits */
 	int home;	    /* rule/pin target tier (config index), -1 = stripe */
 	struct blk *blocks; /* indexed by block number, nblocks long */
 	uint64_t nblocks;
@@ -200,7 +202,10 @@ void *cache_slot_ptr(struct fs *fs, uint64_t slot);
 /* Tier I's slots, used and in all, as users see them: the RAM tier's
  * landing slots are not part of its capacity. */
 void fs_tier_slots(struct fs *fs, int i, uint64_t *used, uint64_t *total);
-int cache_truncate(struct fs *fs, struct inode *in, uint64_t size);   /* lock held */
+/* Set the size; a shrink zeros the cut-off tail of the new last block (so
+ * that growing the file again shows zeros, as POSIX wants) and drops the
+ * blocks beyond. Writes of the file wait meanwhile. Lock held. */
+int cache_resize(struct fs *fs, struct inode *in, uint64_t size);
 int cache_flush_inode(struct fs *fs, struct inode *in, bool durable); /* no lock held */
 int cache_flush_all(struct fs *fs);				      /* no lock held */
 int cache_forget_inode(struct fs *fs, struct inode *in);  /* lock held: drop all blocks */

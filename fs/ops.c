@@ -231,7 +231,6 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	struct inode *in;
 	pthread_mutex_lock(&fs->lock);
 	int rc = fs_inode_get(fs, ino, &in);
-	uint64_t old = rc ? 0 : in->attr.size;
 	pthread_mutex_unlock(&fs->lock);
 	if (rc)
 		goto out;
@@ -241,20 +240,8 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 			goto out;
 		}
 		uint64_t nsize = (uint64_t)attr->st_size;
-		/* Zero the cut-off tail of the new last block, so that growing
-		 * the file again shows zeros there, as POSIX wants. */
-		if (nsize < old && nsize % fs->bs) {
-			uint64_t end = (nsize / fs->bs + 1) * fs->bs;
-			if (end > old)
-				end = old;
-			int w = cache_write(fs, in, nsize, fs->zero, (size_t)(end - nsize), NULL);
-			if (w < 0) {
-				rc = w;
-				goto out;
-			}
-		}
 		pthread_mutex_lock(&fs->lock);
-		rc = cache_truncate(fs, in, nsize);
+		rc = cache_resize(fs, in, nsize);
 		if (!rc)
 			touch_mc(&in->attr);
 		pthread_mutex_unlock(&fs->lock);
@@ -683,7 +670,7 @@ static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	/* libfuse asks for atomic O_TRUNC: the truncate comes with the open. */
 	if (!rc && (fi->flags & O_TRUNC) && S_ISREG(in->attr.mode) && in->attr.size) {
-		rc = cache_truncate(fs, in, 0);
+		rc = cache_resize(fs, in, 0);
 		if (!rc)
 			touch_mc(&in->attr);
 		else
