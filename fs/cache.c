@@ -623,6 +623,8 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 	int rc = fs_map_reserve(fs, in, idx + 1);
 	if (rc)
 		return rc;
+	/* GET_WRITE_HEAD was chosen against this size. */
+	uint64_t size0 = in->attr.size;
 	for (;;) {
 		struct blk *b = &in->blocks[idx];
 		struct centry *e = b->ce;
@@ -681,6 +683,11 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 			*out = e;
 			return 0;
 		}
+		/* Another writer extended the file while the lock was dropped
+		 * (its block since written back and evicted): the block holds
+		 * bytes past the caller's write, to load, not zero. */
+		if (mode == GET_WRITE_HEAD && in->attr.size != size0)
+			mode = GET_WRITE_PART;
 		uint16_t tier = b->tier;
 		uint64_t slot = b->slot, csum = b->csum;
 		bool written = tier != TIER_NONE && (csum != 0 || b->ce == NULL);
