@@ -771,7 +771,8 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 	uint64_t size = in->attr.size;
 	if (off >= size || len == 0) {
 		pthread_mutex_unlock(&fs->lock);
-		return fuse_reply_buf(req, NULL, 0) ? -EIO : 0;
+		fuse_reply_buf(req, NULL, 0);
+		return 1;
 	}
 	if (len > size - off)
 		len = size - off;
@@ -815,21 +816,12 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 	pthread_mutex_unlock(&fs->lock);
 	/* The reply copies into the kernel before returning: the references
 	 * keep the buffers in place until then. */
-	int r = fuse_reply_iov(req, iov, (int)n);
+	/* libfuse frees REQ whether or not the reply reaches the kernel (it
+	 * fails only once the connection is gone): the caller must not reply
+	 * again, so this counts as replied either way. */
+	fuse_reply_iov(req, iov, (int)n);
 	pthread_mutex_lock(&fs->lock);
-	rc = r ? -EIO : 0;
-	if (rc == 0) {
-		/* Replied already: report success to the caller. */
-		for (size_t i = 0; i < n; i++)
-			if (ents[i])
-				entry_put(fs, ents[i]);
-		pthread_mutex_unlock(&fs->lock);
-		if (iov != stack_iov)
-			free(iov);
-		if (ents != stack_ents)
-			free(ents);
-		return 1;
-	}
+	rc = 1;
 out:
 	for (size_t i = 0; i < n; i++)
 		if (ents && ents[i])

@@ -188,6 +188,8 @@ int fs_home_for(struct fs *fs, const struct meta_inode *attr, const char *path);
 /* cache.c */
 int cache_init(struct fs *fs);
 void cache_destroy(struct fs *fs);
+/* Replies to REQ with the data and returns 1, or returns -errno for the
+ * caller to reply with. */
 int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_req_t req);
 /* DONOR, if not NULL and not CACHE_NO_SLOT, is the RAM tier slot BUF lies
  * in: a whole-block write may take that slot as the block's buffer instead
