@@ -267,6 +267,30 @@ static int check_info(struct posix_tier *pt, const struct tier_params *p)
 	return 0;
 }
 
+/* Hand the SQEs queued in the ring to the kernel. liburing publishes them
+ * in the ring before io_uring_enter, and there is no taking one back: if
+ * the kernel refuses now (-EAGAIN, -EBUSY) or takes fewer, the rest go
+ * with the next submit and complete through their CQEs. Completing such
+ * an I/O here as failed would complete it twice, the second time on
+ * freed memory. So: retry a little, then leave them queued. sq_lock
+ * held. */
+static void submit_ring(struct posix_tier *pt, const char *what)
+{
+	for (int tries = 1;; tries++) {
+		int rc = io_uring_submit(&pt->ring);
+		if (rc >= 0 && io_uring_sq_ready(&pt->ring) == 0)
+			return;
+		if (rc == -EINTR)
+			continue;
+		if (tries == 100) {
+			tier_log(pt->t, "%s: io_uring_submit: %s; left queued for the next submit",
+				 what, rc < 0 ? strerror(-rc) : "not all taken");
+			return;
+		}
+		usleep(100);
+	}
+}
+
 /* Queue the rest of io (io->result bytes already moved). sq_lock held. */
 static int issue(struct posix_tier *pt, struct tier_io *io)
 {
@@ -287,15 +311,7 @@ static int issue(struct posix_tier *pt, struct tier_io *io)
 	else
 		io_uring_prep_write(sqe, fd, buf, (unsigned)(bs - done), off);
 	io_uring_sqe_set_data(sqe, io);
-	int rc;
-	do
-		rc = io_uring_submit(&pt->ring);
-	while (rc == -EINTR);
-	if (rc < 0) {
-		tier_log(pt->t, "slot %" PRIu64 ": io_uring_submit failed: %s", io->slot,
-			 strerror(-rc));
-		return rc;
-	}
+	submit_ring(pt, io->op == TIER_OP_READ ? "read" : "write");
 	return 0;
 }
 
@@ -316,15 +332,7 @@ static void arm_timer(struct posix_tier *pt, uint64_t wait_ns)
 	pt->timer_ts.tv_nsec = (long long)(wait_ns % 1000000000ULL);
 	io_uring_prep_timeout(sqe, &pt->timer_ts, 0, 0);
 	io_uring_sqe_set_data64(sqe, TIMER_TOKEN);
-	int rc;
-	do
-		rc = io_uring_submit(&pt->ring);
-	while (rc == -EINTR);
-	if (rc < 0) {
-		tier_log(pt->t, "cannot arm the bandwidth timer: io_uring_submit failed: %s",
-			 strerror(-rc));
-		return;
-	}
+	submit_ring(pt, "bandwidth timer");
 	pt->timer_armed = true;
 }
 
@@ -612,7 +620,7 @@ static void posix_close(struct tier *t)
 	if (sqe) {
 		io_uring_prep_nop(sqe);
 		io_uring_sqe_set_data64(sqe, STOP_TOKEN);
-		io_uring_submit(&pt->ring);
+		submit_ring(pt, "stop");
 	}
 	pthread_mutex_unlock(&pt->sq_lock);
 	if (sqe)
