@@ -1189,7 +1189,7 @@ struct flush_io {
 	struct tier_io io;
 	struct centry *e;
 	struct flush_batch *batch;
-	bool move; /* io.slot is a new slot on tier `to`, for a pin */
+	bool move; /* io.slot is a new slot on tier `to` (flush_start) */
 	uint16_t to;
 };
 
@@ -1220,9 +1220,9 @@ static void flush_done(struct tier_io *io)
 		f->batch->err = io->result;
 	} else {
 		if (f->move) {
-			/* The copy on the pinned tier is whole: the map points
-			 * there from the next commit, which also frees the old
-			 * slot. A crash before leaves the old record in LMDB. */
+			/* The new copy is whole: the map points there from
+			 * the next commit, which also frees the old slot. A
+			 * crash before leaves the old record and copy. */
 			defer_free(fs, b->tier, b->slot);
 			b->tier = f->to;
 			b->slot = io->slot;
@@ -1267,14 +1267,19 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 		return -ENOMEM;
 	uint16_t to = b->tier;
 	uint64_t slot = b->slot;
-	if (in->attr.pin_tier >= 0 && in->home != fs->ram && b->tier != in->home) {
-		/* A block of a file pinned elsewhere (cache_pin) moves with
-		 * its write-back: to a new slot, the old one kept until the
-		 * new is written. If the pinned tier is full, it stays. */
-		int64_t ns = tier_alloc(fs->tiers[in->home]);
+	/* Never over the block's durable copy: a crash between that write
+	 * and the commit of its new checksum would leave the old checksum
+	 * over new bytes, and the whole block unreadable (t_rewritecrash).
+	 * The write goes to a new slot, and the old one stays until the
+	 * commit that points the map at the new one. A block of a file
+	 * pinned elsewhere (cache_pin) moves to that tier the same way. If
+	 * no slot is free, the write goes in place. */
+	int dest = in->attr.pin_tier >= 0 && in->home != fs->ram ? in->home : b->tier;
+	if (dest != b->tier || b->csum != 0) {
+		int64_t ns = tier_alloc(fs->tiers[dest]);
 		if (ns >= 0) {
 			f->move = true;
-			f->to = to = (uint16_t)in->home;
+			f->to = to = (uint16_t)dest;
 			slot = (uint64_t)ns;
 		}
 	}
