@@ -52,16 +52,44 @@ static int ns_get(struct fs *fs, struct meta_txn *t, uint64_t ino, struct meta_i
 	return in ? 0 : meta_inode_get(t, ino, a);
 }
 
-/* Store A in the transaction and in memory. */
+/* The namespace's own fields of A: link count, parent, ctime, and a
+ * directory's mtime. */
+static void ns_fields(struct meta_inode *to, const struct meta_inode *a)
+{
+	to->nlink = a->nlink;
+	to->parent = a->parent;
+	to->ctime_sec = a->ctime_sec;
+	to->ctime_nsec = a->ctime_nsec;
+	if (S_ISDIR(a->mode)) {
+		to->mtime_sec = a->mtime_sec;
+		to->mtime_nsec = a->mtime_nsec;
+	}
+}
+
+/* Store A's namespace fields in the transaction and in memory, the rest
+ * as memory has it now: a write, truncate, chmod or pin changes the
+ * in-memory attributes under fs->lock alone, maybe since ns_get, and
+ * putting A back whole lost an acknowledged append's size (a rename or
+ * link racing the writer). A change after the copy below marks the inode
+ * attr_dirty, and cache_commit's transaction cannot run inside this one,
+ * so LMDB ends with the newest. */
 static int ns_put(struct fs *fs, struct meta_txn *t, const struct meta_inode *a)
 {
-	int rc = meta_inode_put(t, a);
+	struct meta_inode m = *a;
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in = fs_inode_find(fs, a->ino);
+	if (in) {
+		m = in->attr;
+		ns_fields(&m, a);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	int rc = meta_inode_put(t, &m);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&fs->lock);
-	struct inode *in = fs_inode_find(fs, a->ino);
+	in = fs_inode_find(fs, a->ino);
 	if (in)
-		in->attr = *a;
+		ns_fields(&in->attr, a);
 	pthread_mutex_unlock(&fs->lock);
 	return 0;
 }
