@@ -806,9 +806,16 @@ static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = g_fs;
 	int rc = 0;
-	if (!ctl_ino(ino) && fs->conf.sync_on_close && (fi->flags & O_ACCMODE) != O_RDONLY) {
+	(void)fi; /* libfuse zeroes fi for FLUSH: no open flags to go by */
+	if (!ctl_ino(ino) && fs->conf.sync_on_close) {
 		struct inode *in = get_open_inode(ino);
-		if (in)
+		bool dirty = false;
+		if (in) {
+			pthread_mutex_lock(&fs->lock);
+			dirty = in->ndirty || in->nflushing || in->attr_dirty;
+			pthread_mutex_unlock(&fs->lock);
+		}
+		if (dirty)
 			rc = cache_flush_inode(fs, in, true);
 	}
 	fuse_reply_err(req, -rc);
