@@ -131,11 +131,21 @@ static void inode_maybe_delete(struct fs *fs, uint64_t ino)
 	pthread_mutex_lock(&fs->lock);
 	struct inode *in = fs_inode_find(fs, ino);
 	bool gone = in && in->attr.nlink == 0 && in->nlookup == 0 && in->nopen == 0;
+	/* The block map must be in memory before its records go: it is what
+	 * cache_forget_inode frees the slots by. A file never read or
+	 * written since mount has none loaded yet. */
+	int rc = gone ? fs_inode_load_map(fs, in) : 0;
 	pthread_mutex_unlock(&fs->lock);
+	if (rc) {
+		/* It stays an orphan; the next mount removes it. */
+		TFS_LOG("inode %llu: cannot load its block map to delete it: %s",
+			(unsigned long long)ino, strerror(-rc));
+		return;
+	}
 	if (!gone)
 		return;
 	struct meta_txn *t;
-	int rc = meta_txn_begin(fs->meta, true, &t);
+	rc = meta_txn_begin(fs->meta, true, &t);
 	if (!rc) {
 		rc = meta_inode_del(t, ino);
 		if (rc == -ENOENT)
