@@ -1039,11 +1039,15 @@ static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 	/* Blocks get their space when written (placement decides where);
 	 * only the size changes here. Holes read as zeros meanwhile. */
 	pthread_mutex_lock(&fs->lock);
+	/* A shrink under way sets the size last, with the lock dropped
+	 * before: a size set meanwhile would be lost. */
+	while (in->resizing)
+		pthread_cond_wait(&fs->cond, &fs->lock);
 	uint64_t end = (uint64_t)offset + (uint64_t)length;
 	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > in->attr.size) {
 		in->attr.size = end;
 		in->attr_dirty = true;
-		touch_c(&in->attr);
+		touch_mc(&in->attr);
 	}
 	pthread_mutex_unlock(&fs->lock);
 	fuse_reply_err(req, 0);
