@@ -84,19 +84,15 @@ static int open_tiers(struct fs *fs)
 	return 0;
 }
 
-struct doomed {
+struct ino_list {
 	uint64_t *ino;
 	size_t n, cap;
 	int err;
 };
 
-static int collect_doomed(const struct meta_inode *in, void *arg)
+/* Append INO; 1 (stop the iteration) when out of memory. */
+static int inos_add(struct ino_list *d, uint64_t ino)
 {
-	struct doomed *d = arg;
-	bool orphan = in->nlink == 0;
-	bool vol = S_ISREG(in->mode) && (in->flags & META_F_VOLATILE);
-	if (in->ino == META_ROOT_INO || (!orphan && !vol))
-		return 0;
 	if (d->n == d->cap) {
 		size_t nc = d->cap ? d->cap * 2 : 64;
 		uint64_t *ni = realloc(d->ino, nc * sizeof(*ni));
@@ -107,8 +103,42 @@ static int collect_doomed(const struct meta_inode *in, void *arg)
 		d->ino = ni;
 		d->cap = nc;
 	}
-	d->ino[d->n++] = in->ino;
+	d->ino[d->n++] = ino;
 	return 0;
+}
+
+static int collect_doomed(const struct meta_inode *in, void *arg)
+{
+	bool orphan = in->nlink == 0;
+	bool vol = S_ISREG(in->mode) && (in->flags & META_F_VOLATILE);
+	if (in->ino == META_ROOT_INO || (!orphan && !vol))
+		return 0;
+	return inos_add(arg, in->ino);
+}
+
+static int collect_dir(const struct meta_inode *in, void *arg)
+{
+	return S_ISDIR(in->mode) ? inos_add(arg, in->ino) : 0;
+}
+
+/* Remove the names of A that are not in A->parent (hard links made in
+ * other directories): every directory is searched, which only a doomed
+ * file with such links costs. */
+static int remove_other_names(struct meta_txn *t, struct meta_inode *a)
+{
+	struct ino_list dirs = {0};
+	int rc = meta_inode_iter(t, collect_dir, &dirs);
+	if (dirs.err)
+		rc = dirs.err;
+	char name[NAME_MAX + 1];
+	for (size_t i = 0; rc >= 0 && a->nlink && i < dirs.n; i++)
+		while (a->nlink && !fs_name_in_dir(t, dirs.ino[i], a->ino, name)) {
+			if ((rc = meta_dirent_del(t, dirs.ino[i], name)))
+				break;
+			a->nlink--;
+		}
+	free(dirs.ino);
+	return rc < 0 ? rc : 0;
 }
 
 /* Files that must not outlive a mount: unlinked ones still open when the
@@ -120,7 +150,7 @@ static int remove_doomed(struct fs *fs)
 	int rc = meta_txn_begin(fs->meta, true, &t);
 	if (rc)
 		return rc;
-	struct doomed d = {0};
+	struct ino_list d = {0};
 	rc = meta_inode_iter(t, collect_doomed, &d);
 	if (d.err)
 		rc = d.err;
@@ -136,6 +166,11 @@ static int remove_doomed(struct fs *fs)
 				break;
 			a.nlink--;
 		}
+		/* Hard links elsewhere: left, they would name nothing. */
+		if (rc >= 0 && a.nlink)
+			rc = remove_other_names(t, &a);
+		if (rc < 0)
+			break;
 		rc = meta_inode_del(t, d.ino[i]);
 		if (rc == -ENOENT)
 			rc = 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A RAM-only mount (no persistent tier): files work like on tmpfs, fsync
 # succeeds, a write past the RAM budget gets ENOSPC, and a remount removes
-# the files (they were never durable) instead of showing holes as data.
+# the files (they were never durable), hard links included, instead of
+# showing holes as data.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -20,8 +21,12 @@ err=$(dd if=/dev/zero of="$MNT/big2" bs=1M count=200 2>&1 >/dev/null)
 echo "$err" | grep -q "No space left" && ok "the error is ENOSPC" || fail "error was: $err"
 rm -f "$MNT/big" "$MNT/big2"
 check "still readable after ENOSPC" cmp "$T/data" "$MNT/f"
+# A hard link in another directory must go with the file.
+check "hard link of f in another directory" sh -c "mkdir '$MNT/d2' && ln '$MNT/f' '$MNT/d2/g'"
 check "unmount clean" umount_fs
 mount_fs "$T/c.conf" || { fail remount; tap_exit; exit 1; }
 [ ! -e "$MNT/f" ] && ok "remount: the RAM-only file is gone, not a file of zeros" || fail "f survived a remount of a RAM-only fs"
+check "remount: its hard link is gone too ($(ls "$MNT/d2" | tr '\n' ' '))" test -z "$(ls -A "$MNT/d2")"
+check "remount: the directory that held the link can be removed" rmdir "$MNT/d2"
 check "unmount clean" umount_fs
 tap_exit
