@@ -122,22 +122,27 @@ static int collect_dir(const struct meta_inode *in, void *arg)
 }
 
 /* Remove the names of A that are not in A->parent (hard links made in
- * other directories): every directory is searched, which only a doomed
- * file with such links costs. */
-static int remove_other_names(struct meta_txn *t, struct meta_inode *a)
+ * other directories), searching every directory: only a doomed file with
+ * such links costs that. DIRS lists the directories, collected on first
+ * use. */
+static int remove_other_names(struct meta_txn *t, struct meta_inode *a, struct ino_list *dirs)
 {
-	struct ino_list dirs = {0};
-	int rc = meta_inode_iter(t, collect_dir, &dirs);
-	if (dirs.err)
-		rc = dirs.err;
+	int rc = 0;
+	if (!dirs->n) {
+		rc = meta_inode_iter(t, collect_dir, dirs);
+		if (dirs->err)
+			rc = dirs->err;
+	}
 	char name[NAME_MAX + 1];
-	for (size_t i = 0; rc >= 0 && a->nlink && i < dirs.n; i++)
-		while (a->nlink && !fs_name_in_dir(t, dirs.ino[i], a->ino, name)) {
-			if ((rc = meta_dirent_del(t, dirs.ino[i], name)))
+	for (size_t i = 0; rc >= 0 && a->nlink && i < dirs->n; i++) {
+		while (a->nlink && !(rc = fs_name_in_dir(t, dirs->ino[i], a->ino, name))) {
+			if ((rc = meta_dirent_del(t, dirs->ino[i], name)))
 				break;
 			a->nlink--;
 		}
-	free(dirs.ino);
+		if (rc == -ENOENT) /* no (more) name of it here */
+			rc = 0;
+	}
 	return rc < 0 ? rc : 0;
 }
 
@@ -150,7 +155,7 @@ static int remove_doomed(struct fs *fs)
 	int rc = meta_txn_begin(fs->meta, true, &t);
 	if (rc)
 		return rc;
-	struct ino_list d = {0};
+	struct ino_list d = {0}, dirs = {0};
 	rc = meta_inode_iter(t, collect_doomed, &d);
 	if (d.err)
 		rc = d.err;
@@ -168,7 +173,7 @@ static int remove_doomed(struct fs *fs)
 		}
 		/* Hard links elsewhere: left, they would name nothing. */
 		if (rc >= 0 && a.nlink)
-			rc = remove_other_names(t, &a);
+			rc = remove_other_names(t, &a, &dirs);
 		if (rc < 0)
 			break;
 		rc = meta_inode_del(t, d.ino[i]);
@@ -177,6 +182,7 @@ static int remove_doomed(struct fs *fs)
 		nvol += a.flags & META_F_VOLATILE ? 1 : 0;
 	}
 	free(d.ino);
+	free(dirs.ino);
 	if (rc < 0) {
 		meta_txn_abort(t);
 		return rc;

@@ -21,12 +21,14 @@ err=$(dd if=/dev/zero of="$MNT/big2" bs=1M count=200 2>&1 >/dev/null)
 echo "$err" | grep -q "No space left" && ok "the error is ENOSPC" || fail "error was: $err"
 rm -f "$MNT/big" "$MNT/big2"
 check "still readable after ENOSPC" cmp "$T/data" "$MNT/f"
-# A hard link in another directory must go with the file.
-check "hard link of f in another directory" sh -c "mkdir '$MNT/d2' && ln '$MNT/f' '$MNT/d2/g'"
+# Hard links in other directories must go with the file.
+check "hard links of f in two other directories" \
+	sh -c "mkdir '$MNT/d2' '$MNT/d3' && ln '$MNT/f' '$MNT/d2/g' && ln '$MNT/f' '$MNT/d3/h'"
 check "unmount clean" umount_fs
 mount_fs "$T/c.conf" || { fail remount; tap_exit; exit 1; }
 [ ! -e "$MNT/f" ] && ok "remount: the RAM-only file is gone, not a file of zeros" || fail "f survived a remount of a RAM-only fs"
-check "remount: its hard link is gone too ($(ls "$MNT/d2" | tr '\n' ' '))" test -z "$(ls -A "$MNT/d2")"
-check "remount: the directory that held the link can be removed" rmdir "$MNT/d2"
+check "remount: its hard links are gone too ($(find "$MNT/d2" "$MNT/d3" -mindepth 1 | tr '\n' ' '))" \
+	test -z "$(find "$MNT/d2" "$MNT/d3" -mindepth 1)"
+check "remount: the directories that held the links can be removed" rmdir "$MNT/d2" "$MNT/d3"
 check "unmount clean" umount_fs
 tap_exit
