@@ -267,27 +267,26 @@ static int check_info(struct posix_tier *pt, const struct tier_params *p)
 	return 0;
 }
 
-/* Hand the SQEs queued in the ring to the kernel. liburing publishes them
- * in the ring before io_uring_enter, and there is no taking one back: if
- * the kernel refuses now (-EAGAIN, -EBUSY) or takes fewer, the rest go
- * with the next submit and complete through their CQEs. Completing such
- * an I/O here as failed would complete it twice, the second time on
- * freed memory. So: retry a little, then leave them queued. sq_lock
- * held. */
-static void submit_ring(struct posix_tier *pt, const char *what)
+/* Hand the SQEs queued in the ring to the kernel; false if some are left
+ * there. liburing publishes them in the ring before io_uring_enter, and
+ * there is no taking one back: if the kernel refuses now (-EAGAIN,
+ * -EBUSY) or takes fewer, the rest go with the next submit and complete
+ * through their CQEs. Completing such an I/O here as failed would
+ * complete it twice, the second time on freed memory. So: retry a
+ * little, then leave them queued. sq_lock held. */
+static bool submit_ring(struct posix_tier *pt, const char *what)
 {
 	for (int tries = 1;; tries++) {
 		int rc = io_uring_submit(&pt->ring);
 		if (rc >= 0 && io_uring_sq_ready(&pt->ring) == 0)
-			return;
-		if (rc == -EINTR)
-			continue;
-		if (tries == 100) {
+			return true;
+		if (tries >= 100) {
 			tier_log(pt->t, "%s: io_uring_submit: %s; left queued for the next submit",
 				 what, rc < 0 ? strerror(-rc) : "not all taken");
-			return;
+			return false;
 		}
-		usleep(100);
+		if (rc != -EINTR)
+			usleep(100);
 	}
 }
 
@@ -332,8 +331,10 @@ static void arm_timer(struct posix_tier *pt, uint64_t wait_ns)
 	pt->timer_ts.tv_nsec = (long long)(wait_ns % 1000000000ULL);
 	io_uring_prep_timeout(sqe, &pt->timer_ts, 0, 0);
 	io_uring_sqe_set_data64(sqe, TIMER_TOKEN);
-	submit_ring(pt, "bandwidth timer");
-	pt->timer_armed = true;
+	/* Armed only once the kernel has it: a timer left in the ring would
+	 * keep the next dispatch from arming one, and nothing would submit
+	 * it while the cap holds every I/O back. */
+	pt->timer_armed = submit_ring(pt, "bandwidth timer");
 }
 
 /* Issue what the scheduler allows now. sq_lock held. Returns the I/Os that
