@@ -561,6 +561,17 @@ static bool tier_full(struct fs *fs, int t)
 	return tier_slots_used(fs->tiers[t]) >= tier_slots_total(fs->tiers[t]);
 }
 
+/* Whether tier T has room for a write-back to a new slot (flush_start):
+ * the old slot is freed only at the next commit, so such copies hold
+ * slots a while; a reserve of 1/64 of the tier (at least 64 slots) stays
+ * for new blocks, which would otherwise spill elsewhere or get ENOSPC. */
+static bool cow_room(struct fs *fs, int t)
+{
+	uint64_t total = tier_slots_total(fs->tiers[t]);
+	uint64_t reserve = total / 64 > 64 ? total / 64 : 64;
+	return tier_slots_used(fs->tiers[t]) + reserve < total;
+}
+
 /* Give block IDX of IN a slot on a persistent tier. Lock held. */
 static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 {
@@ -914,6 +925,7 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 			in->attr.size = off + done;
 	}
 	if (done) {
+		in->unsynced = true;
 		fs_now(&in->attr.mtime_sec, &in->attr.mtime_nsec);
 		in->attr.ctime_sec = in->attr.mtime_sec;
 		in->attr.ctime_nsec = in->attr.mtime_nsec;
@@ -987,6 +999,7 @@ static int resize_locked(struct fs *fs, struct inode *in, uint64_t size)
 	}
 	in->attr.size = size;
 	in->attr_dirty = true;
+	in->unsynced = true;
 	return 0;
 }
 
@@ -1219,18 +1232,32 @@ static void flush_done(struct tier_io *io)
 			tier_free(fs->tiers[f->to], io->slot);
 		f->batch->err = io->result;
 	} else {
-		if (f->move) {
-			/* The new copy is whole: the map points there from
-			 * the next commit, which also frees the old slot. A
-			 * crash before leaves the old record and copy. */
-			defer_free(fs, b->tier, b->slot);
-			b->tier = f->to;
-			b->slot = io->slot;
-		}
-		b->csum = io->csum;
-		e->written_back = !e->dirty;
-		if (pend_add(in->ino, e->idx))
+		if (pend_add(in->ino, e->idx)) {
+			/* The map could not be queued for commit: the block
+			 * stays where it was, dirty, to be tried again. */
 			f->batch->err = -ENOMEM;
+			if (!e->dirty) {
+				e->dirty = true;
+				fs->ndirty++;
+				in->ndirty++;
+			}
+			if (f->move)
+				tier_free(fs->tiers[f->to], io->slot);
+			else /* the slot holds the new bytes now */
+				b->csum = io->csum;
+		} else {
+			if (f->move) {
+				/* The new copy is whole: the map points there
+				 * from the next commit, which also frees the
+				 * old slot. A crash before leaves the old
+				 * record and copy. */
+				defer_free(fs, b->tier, b->slot);
+				b->tier = f->to;
+				b->slot = io->slot;
+			}
+			b->csum = io->csum;
+			e->written_back = !e->dirty;
+		}
 		atomic_fetch_add(&fs->stats.flushes, 1);
 		atomic_fetch_add(&fs->stats.flush_bytes, fs->bs);
 	}
@@ -1272,10 +1299,13 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	 * over new bytes, and the whole block unreadable (t_rewritecrash).
 	 * The write goes to a new slot, and the old one stays until the
 	 * commit that points the map at the new one. A block of a file
-	 * pinned elsewhere (cache_pin) moves to that tier the same way. If
-	 * no slot is free, the write goes in place. */
-	int dest = in->attr.pin_tier >= 0 && in->home != fs->ram ? in->home : b->tier;
-	if (dest != b->tier || b->csum != 0) {
+	 * pinned elsewhere (cache_pin) moves to that tier the same way. On
+	 * a tier short of free slots, the write goes in place. */
+	int dest = b->tier;
+	if (in->attr.pin_tier >= 0 && in->home >= 0 && in->home != fs->ram &&
+	    tier_persistent(fs->tiers[in->home]))
+		dest = in->home; /* set_pin sets home only after pin_tier */
+	if ((dest != b->tier || b->csum != 0) && cow_room(fs, dest)) {
 		int64_t ns = tier_alloc(fs->tiers[dest]);
 		if (ns >= 0) {
 			f->move = true;
@@ -1463,6 +1493,10 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 {
 	struct flush_batch batch = {.fs = fs};
 	pthread_mutex_lock(&fs->lock);
+	/* Changes from here on need a flush of their own. */
+	bool unsynced = in->unsynced;
+	if (durable)
+		in->unsynced = false;
 	int rc = 0;
 	if (!volatile_inode(in)) {
 		for (int pass = 0; pass < 2 && !rc; pass++) {
@@ -1498,6 +1532,11 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 		rc = r;
 	if (!rc && durable)
 		rc = meta_sync(fs->meta);
+	if (rc && durable && unsynced) {
+		pthread_mutex_lock(&fs->lock);
+		in->unsynced = true;
+		pthread_mutex_unlock(&fs->lock);
+	}
 	return rc;
 }
 

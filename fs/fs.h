@@ -45,6 +45,7 @@ struct inode {
 	bool dropping;	    /* being deleted: cache_forget_inode may wait, lock dropped */
 	bool resizing;	    /* cache_resize at work: cache_write waits */
 	unsigned nwriting;  /* cache_write calls under way: cache_resize waits */
+	bool unsynced;	    /* changed since its last durable flush (sync_on_close) */
 	int home;	    /* rule/pin target tier (config index), -1 = stripe */
 	struct blk *blocks; /* indexed by block number, nblocks long */
 	uint64_t nblocks;

@@ -819,13 +819,13 @@ static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	(void)fi; /* libfuse zeroes fi for FLUSH: no open flags to go by */
 	if (!ctl_ino(ino) && fs->conf.sync_on_close) {
 		struct inode *in = get_open_inode(ino);
-		bool dirty = false;
+		bool unsynced = false;
 		if (in) {
 			pthread_mutex_lock(&fs->lock);
-			dirty = in->ndirty || in->nflushing || in->attr_dirty;
+			unsynced = in->unsynced;
 			pthread_mutex_unlock(&fs->lock);
 		}
-		if (dirty)
+		if (unsynced)
 			rc = cache_flush_inode(fs, in, true);
 	}
 	fuse_reply_err(req, -rc);
