@@ -154,6 +154,16 @@ static void entry_release_slot(struct fs *fs, struct centry *e)
 	free(e);
 }
 
+/* Count E dirty if it was clean. Lock held. */
+static void entry_mark_dirty(struct fs *fs, struct centry *e)
+{
+	if (!e->dirty) {
+		e->dirty = true;
+		fs->ndirty++;
+		e->inode->ndirty++;
+	}
+}
+
 /* Detach an entry from its block and free it. Lock held, refs == 0. */
 static void entry_drop(struct fs *fs, struct centry *e)
 {
@@ -826,10 +836,10 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 	read_ahead(fs, in, first, last);
 	pthread_mutex_unlock(&fs->lock);
 	/* The reply copies into the kernel before returning: the references
-	 * keep the buffers in place until then. */
-	/* libfuse frees REQ whether or not the reply reaches the kernel (it
-	 * fails only once the connection is gone): the caller must not reply
-	 * again, so this counts as replied either way. */
+	 * keep the buffers in place until then. libfuse frees REQ whether or
+	 * not the reply reaches the kernel (it fails only once the connection
+	 * is gone): the caller must not reply again, so this counts as
+	 * replied either way. */
 	fuse_reply_iov(req, iov, (int)n);
 	pthread_mutex_lock(&fs->lock);
 	rc = 1;
@@ -899,10 +909,8 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 			if (e->written_back)
 				atomic_fetch_add(&fs->stats.flushes_rewritten, 1);
 			e->written_back = false;
-			e->dirty = true;
-			fs->ndirty++;
-			in->ndirty++;
 		}
+		entry_mark_dirty(fs, e);
 		if (fs->learned && !e->pinned && !volatile_inode(in))
 			due = due || due_learned(fs, e, fs->wb_horizon_ok ? fs->wb_horizon : 0);
 		if (adoptable(fs, e, buf + done, blen, donor)) {
@@ -1216,50 +1224,40 @@ static void flush_done(struct tier_io *io)
 	struct blk *b = &in->blocks[e->idx];
 	e->flushing = false;
 	in->nflushing--;
-	if (io->result) {
+	int err = io->result;
+	if (err) {
 		char path[PATH_MAX];
 		if (fs_inode_path(fs, in->ino, path, sizeof(path)))
 			snprintf(path, sizeof(path), "inode %llu", (unsigned long long)in->ino);
 		TFS_LOG("%s: block %llu: write-back to tier %s slot %llu failed: %s", path,
 			(unsigned long long)e->idx, tier_name(io->tier),
-			(unsigned long long)io->slot, strerror(-io->result));
-		if (!e->dirty) {
-			e->dirty = true;
-			fs->ndirty++;
-			in->ndirty++;
-		}
-		if (f->move) /* never in the map: the block stays where it is */
-			tier_free(fs->tiers[f->to], io->slot);
-		f->batch->err = io->result;
+			(unsigned long long)io->slot, strerror(-err));
 	} else {
-		if (pend_add(in->ino, e->idx)) {
-			/* The map could not be queued for commit: the block
-			 * stays where it was, dirty, to be tried again. */
-			f->batch->err = -ENOMEM;
-			if (!e->dirty) {
-				e->dirty = true;
-				fs->ndirty++;
-				in->ndirty++;
-			}
-			if (f->move)
-				tier_free(fs->tiers[f->to], io->slot);
-			else /* the slot holds the new bytes now */
-				b->csum = io->csum;
-		} else {
-			if (f->move) {
-				/* The new copy is whole: the map points there
-				 * from the next commit, which also frees the
-				 * old slot. A crash before leaves the old
-				 * record and copy. */
-				defer_free(fs, b->tier, b->slot);
-				b->tier = f->to;
-				b->slot = io->slot;
-			}
-			b->csum = io->csum;
-			e->written_back = !e->dirty;
-		}
 		atomic_fetch_add(&fs->stats.flushes, 1);
 		atomic_fetch_add(&fs->stats.flush_bytes, fs->bs);
+		if (!f->move)
+			b->csum = io->csum; /* in place: the slot holds the new bytes */
+		if (pend_add(in->ino, e->idx))
+			err = -ENOMEM;
+	}
+	if (err) {
+		/* The block stays where it was, dirty, to be tried again; a
+		 * new slot was never in the map. */
+		entry_mark_dirty(fs, e);
+		if (f->move)
+			tier_free(fs->tiers[f->to], io->slot);
+		f->batch->err = err;
+	} else {
+		if (f->move) {
+			/* The new copy is whole: the map points there from
+			 * the next commit, which also frees the old slot. A
+			 * crash before leaves the old record and copy. */
+			defer_free(fs, b->tier, b->slot);
+			b->tier = f->to;
+			b->slot = io->slot;
+			b->csum = io->csum;
+		}
+		e->written_back = !e->dirty;
 	}
 	e->refs--;
 	f->batch->inflight--;
@@ -1614,11 +1612,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 			}
 			entry_pin(fs, e);
 		}
-		if (!e->dirty) {
-			e->dirty = true;
-			fs->ndirty++;
-			in->ndirty++;
-		}
+		entry_mark_dirty(fs, e);
 		entry_put(fs, e);
 	}
 	pthread_mutex_unlock(&fs->lock);
