@@ -121,6 +121,19 @@ static int collect_dir(const struct meta_inode *in, void *arg)
 	return S_ISDIR(in->mode) ? inos_add(arg, in->ino) : 0;
 }
 
+/* Remove A's names in directory DIR, counting them off A->nlink. */
+static int remove_names_in(struct meta_txn *t, uint64_t dir, struct meta_inode *a)
+{
+	char name[NAME_MAX + 1];
+	int rc = 0;
+	while (a->nlink && !(rc = fs_name_in_dir(t, dir, a->ino, name))) {
+		if ((rc = meta_dirent_del(t, dir, name)))
+			return rc;
+		a->nlink--;
+	}
+	return rc == -ENOENT ? 0 : rc; /* ENOENT: no (more) name of it here */
+}
+
 /* Remove the names of A that are not in A->parent (hard links made in
  * other directories), searching every directory: only a doomed file with
  * such links costs that. DIRS lists the directories, collected on first
@@ -133,16 +146,8 @@ static int remove_other_names(struct meta_txn *t, struct meta_inode *a, struct i
 		if (dirs->err)
 			rc = dirs->err;
 	}
-	char name[NAME_MAX + 1];
-	for (size_t i = 0; rc >= 0 && a->nlink && i < dirs->n; i++) {
-		while (a->nlink && !(rc = fs_name_in_dir(t, dirs->ino[i], a->ino, name))) {
-			if ((rc = meta_dirent_del(t, dirs->ino[i], name)))
-				break;
-			a->nlink--;
-		}
-		if (rc == -ENOENT) /* no (more) name of it here */
-			rc = 0;
-	}
+	for (size_t i = 0; rc >= 0 && a->nlink && i < dirs->n; i++)
+		rc = remove_names_in(t, dirs->ino[i], a);
 	return rc < 0 ? rc : 0;
 }
 
@@ -165,12 +170,8 @@ static int remove_doomed(struct fs *fs)
 		if (meta_inode_get(t, d.ino[i], &a))
 			continue;
 		/* Every name of it goes; its parent link leads to one. */
-		char name[NAME_MAX + 1];
-		while (a.nlink && a.parent && !fs_name_in_dir(t, a.parent, a.ino, name)) {
-			if ((rc = meta_dirent_del(t, a.parent, name)))
-				break;
-			a.nlink--;
-		}
+		if (a.parent)
+			rc = remove_names_in(t, a.parent, &a);
 		/* Hard links elsewhere: left, they would name nothing. */
 		if (rc >= 0 && a.nlink)
 			rc = remove_other_names(t, &a, &dirs);
