@@ -97,3 +97,7 @@ crash_fs() {
 	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
 	! mountpoint -q "$MNT"
 }
+
+# mount_key 'KEY = VALUE': a filter adding a [mount] key to a config from
+# default_conf or two_tier_conf (after its block_size line).
+mount_key() { sed "s/^\(block_size = .*\)$/\1\n$1/"; }

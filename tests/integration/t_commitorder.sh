@@ -44,7 +44,7 @@ with open(t + "/rewrite.want", "wb") as f:
     f.write(bytes([99 % 253]) * ((2 << 20) + 8192))
 PYEOF
 
-default_conf | sed 's/^block_size = 1M/block_size = 1M\nflush_interval = 0.005/' >"$T/c.conf"
+default_conf | mount_key 'flush_interval = 0.005' >"$T/c.conf"
 export TXNDELAY_US=20000
 export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
 LD_PRELOAD="$SHIM" mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }

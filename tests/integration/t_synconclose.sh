@@ -6,7 +6,7 @@
 require_tierfs
 require_cmd sha256sum
 
-default_conf | sed 's/^block_size = 1M/block_size = 1M\nsync_on_close = yes/' >"$T/c.conf"
+default_conf | mount_key 'sync_on_close = yes' >"$T/c.conf"
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 write_files() {
 	local i
