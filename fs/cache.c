@@ -48,6 +48,16 @@ static size_t g_npend, g_pend_cap;
  * block. Taken before fs->lock, never while holding it. */
 static pthread_mutex_t g_commit_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Tier syncs, one at a time, and the epoch that says which write-backs
+ * each covered: a write-back completed in epoch E is on stable storage
+ * once a sync that began after E returns 0. After a failed fdatasync the
+ * kernel drops the pages and a retry returns 0, so the failure must be
+ * charged to the files written back before it then, or their fsync would
+ * say the bytes are safe. g_wb_epoch is guarded by fs->lock; g_sync_lock
+ * is taken before fs->lock. */
+static pthread_mutex_t g_sync_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_wb_epoch = 1;
+
 static int pend_add(uint64_t ino, uint64_t idx)
 {
 	if (g_npend == g_pend_cap) {
@@ -1023,6 +1033,8 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 	while (in->nwriting)
 		pthread_cond_wait(&fs->cond, &fs->lock);
 	int rc = resize_locked(fs, in, size);
+	if (!rc && size == 0)
+		in->wb_err = 0; /* the bytes it stood for are no longer the file's */
 	in->resizing = false;
 	pthread_cond_broadcast(&fs->cond);
 	return rc;
@@ -1258,6 +1270,8 @@ static void flush_done(struct tier_io *io)
 			b->csum = io->csum;
 		}
 		e->written_back = !e->dirty;
+		if (!in->wb_first)
+			in->wb_first = g_wb_epoch;
 	}
 	e->refs--;
 	f->batch->inflight--;
@@ -1474,6 +1488,10 @@ int cache_commit(struct fs *fs)
 
 static int sync_tiers(struct fs *fs)
 {
+	pthread_mutex_lock(&g_sync_lock);
+	pthread_mutex_lock(&fs->lock);
+	uint64_t epoch = g_wb_epoch++;
+	pthread_mutex_unlock(&fs->lock);
 	int rc = 0;
 	for (int i = 0; i < fs->conf.ntiers; i++) {
 		if (!tier_persistent(fs->tiers[i]))
@@ -1482,6 +1500,16 @@ static int sync_tiers(struct fs *fs)
 		if (r && !rc)
 			rc = r;
 	}
+	pthread_mutex_lock(&fs->lock);
+	for (size_t h = 0; h < fs->itab_size; h++)
+		for (struct inode *in = fs->itab[h]; in; in = in->hnext)
+			if (in->wb_first && in->wb_first <= epoch) {
+				if (rc)
+					in->wb_err = rc;
+				in->wb_first = 0;
+			}
+	pthread_mutex_unlock(&fs->lock);
+	pthread_mutex_unlock(&g_sync_lock);
 	return rc;
 }
 
@@ -1530,11 +1558,12 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 		rc = r;
 	if (!rc && durable)
 		rc = meta_sync(fs->meta);
-	if (rc && durable && unsynced) {
-		pthread_mutex_lock(&fs->lock);
+	pthread_mutex_lock(&fs->lock);
+	if (!rc && durable)
+		rc = in->wb_err;
+	if (rc && durable && unsynced)
 		in->unsynced = true;
-		pthread_mutex_unlock(&fs->lock);
-	}
+	pthread_mutex_unlock(&fs->lock);
 	return rc;
 }
 

@@ -42,10 +42,17 @@ struct inode {
 	unsigned nopen;		/* open file handles */
 	bool attr_dirty;	/* attr differs from LMDB */
 	bool map_loaded;
-	bool dropping;	    /* being deleted: cache_forget_inode may wait, lock dropped */
-	bool resizing;	    /* cache_resize at work: cache_write waits */
-	unsigned nwriting;  /* cache_write calls under way: cache_resize waits */
-	bool unsynced;	    /* changed since its last durable flush (sync_on_close) */
+	bool dropping;	   /* being deleted: cache_forget_inode may wait, lock dropped */
+	bool resizing;	   /* cache_resize at work: cache_write waits */
+	unsigned nwriting; /* cache_write calls under way: cache_resize waits */
+	bool unsynced;	   /* changed since its last durable flush (sync_on_close) */
+	/* Write-back epoch (fs/cache.c) of its first write-back that no good
+	 * tier sync has covered yet, 0 none; and the error of a tier sync
+	 * that failed after a write-back of it, which every fsync reports
+	 * from then on: the bytes may be lost, and a later good sync does not
+	 * bring them back. Cleared by a truncate to 0. */
+	uint64_t wb_first;
+	int wb_err;
 	int home;	    /* rule/pin target tier (config index), -1 = stripe */
 	struct blk *blocks; /* indexed by block number, nblocks long */
 	uint64_t nblocks;

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A failed tier flush is never forgotten. While syncfail.so makes every
+# fdatasync of the daemon fail, an fsync must return EIO; and once the
+# disk flushes again, the fsync of a file whose write-back that flush
+# covered must still return EIO (the kernel dropped the pages, a retried
+# fdatasync returns 0, and the bytes may be gone), while a file written
+# after it is durable as usual. A truncate to 0 and a rewrite end it.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+require_tierfs
+require_cmd "$PY"
+
+SHIM="$TIERFS_BUILD/tests/lib/syncfail.so"
+check "the flush-failure shim is built ($SHIM)" test -f "$SHIM"
+
+# write.py FILE BYTE [trunc]: write 3 MiB of BYTE, fsync; prints the errno.
+cat >"$T/write.py" <<'PYEOF'
+import errno, os, sys
+path, byte = sys.argv[1], int(sys.argv[2])
+flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if len(sys.argv) > 3 else 0)
+fd = os.open(path, flags, 0o644)
+if byte >= 0:
+    os.pwrite(fd, bytes([byte]) * (3 << 20), 0)
+try:
+    os.fsync(fd)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+PYEOF
+fsync_says() { # WANT FILE BYTE [trunc]
+	local want=$1 got
+	shift
+	got=$("$PY" "$T/write.py" "$@")
+	[ "$got" = "$want" ] || { echo "# fsync said '$got', want '$want'"; return 1; }
+}
+want_file() { # FILE BYTE
+	"$PY" -c 'import sys; d=open(sys.argv[1],"rb").read(); sys.exit(d != bytes([int(sys.argv[2])])*(3<<20))' "$1" "$2"
+}
+
+default_conf >"$T/c.conf"
+export SYNCFAIL_FLAG="$T/fail"
+export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
+LD_PRELOAD="$SHIM" mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+
+check "fsync with a good disk: 0" fsync_says ok "$MNT/a" 1
+touch "$SYNCFAIL_FLAG"
+check "fsync while the disk's flush fails: EIO" fsync_says EIO "$MNT/a" 2
+rm -f "$SYNCFAIL_FLAG"
+check "fsync again once the disk flushes: still EIO (the bytes may be lost)" \
+	fsync_says EIO "$MNT/a" -1
+check "fsync of a file written after the failure: 0" fsync_says ok "$MNT/b" 3
+check "truncate to 0, rewrite, fsync: 0" fsync_says ok "$MNT/a" 4 trunc
+check "unmount clean" umount_fs
+unset SYNCFAIL_FLAG
+check "remount" mount_fs "$T/c.conf"
+check "after remount: the rewritten file holds its last bytes" want_file "$MNT/a" 4
+check "after remount: the file written after the failure is whole" want_file "$MNT/b" 3
+check "unmount clean (2)" umount_fs
+tap_exit
