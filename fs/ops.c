@@ -40,18 +40,6 @@ static void touch_c(struct meta_inode *a)
 	fs_now(&a->ctime_sec, &a->ctime_nsec);
 }
 
-/* The newest attributes of INO: the in-memory copy when loaded. Inside a
- * write transaction. */
-static int ns_get(struct fs *fs, struct meta_txn *t, uint64_t ino, struct meta_inode *a)
-{
-	pthread_mutex_lock(&fs->lock);
-	struct inode *in = fs_inode_find(fs, ino);
-	if (in)
-		*a = in->attr;
-	pthread_mutex_unlock(&fs->lock);
-	return in ? 0 : meta_inode_get(t, ino, a);
-}
-
 /* The namespace's own fields of A: link count, parent, ctime, and a
  * directory's mtime. */
 static void ns_fields(struct meta_inode *to, const struct meta_inode *a)
@@ -66,15 +54,55 @@ static void ns_fields(struct meta_inode *to, const struct meta_inode *a)
 	}
 }
 
-/* Store A's namespace fields in the transaction and in memory, the rest
- * as memory has it now: a write, truncate, chmod or pin changes the
- * in-memory attributes under fs->lock alone, maybe since ns_get, and
- * putting A back whole lost an acknowledged append's size (a rename or
- * link racing the writer). A change after the copy below marks the inode
- * attr_dirty, and cache_commit's transaction cannot run inside this one,
- * so LMDB ends with the newest. */
-static int ns_put(struct fs *fs, struct meta_txn *t, const struct meta_inode *a)
+/* A namespace operation: one LMDB write transaction, and the namespace
+ * fields it changes, which reach the in-memory inodes only once it has
+ * committed. Applied at once, a failed commit left them behind: an unlink
+ * whose commit failed left the link count 0 in memory, and the next close
+ * deleted the file that still had its name (t_nsfail). g_ns_lock, taken
+ * before LMDB's writer lock and fs->lock, keeps the next operation from
+ * reading memory between this one's commit and its update. */
+#define NS_MAX_PUTS 8
+struct ns_op {
+	struct meta_txn *t;
+	unsigned n;
+	struct meta_inode put[NS_MAX_PUTS]; /* in order; the last put of an ino wins */
+};
+static pthread_mutex_t g_ns_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int ns_begin(struct fs *fs, struct ns_op *op)
 {
+	pthread_mutex_lock(&g_ns_lock);
+	op->n = 0;
+	int rc = meta_txn_begin(fs->meta, true, &op->t);
+	if (rc)
+		pthread_mutex_unlock(&g_ns_lock);
+	return rc;
+}
+
+/* The newest attributes of INO: the in-memory copy when loaded, with what
+ * OP has put of it. */
+static int ns_get(struct fs *fs, struct ns_op *op, uint64_t ino, struct meta_inode *a)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in = fs_inode_find(fs, ino);
+	if (in)
+		*a = in->attr;
+	pthread_mutex_unlock(&fs->lock);
+	int rc = in ? 0 : meta_inode_get(op->t, ino, a);
+	for (unsigned i = 0; !rc && i < op->n; i++)
+		if (op->put[i].ino == ino)
+			ns_fields(a, &op->put[i]);
+	return rc;
+}
+
+/* Store A's namespace fields in OP's transaction, the rest as memory has
+ * it now: a write, truncate, chmod or pin changes the in-memory attributes
+ * under fs->lock alone, maybe since ns_get, and putting A back whole lost
+ * an acknowledged append's size (a rename or link racing the writer). */
+static int ns_put(struct fs *fs, struct ns_op *op, const struct meta_inode *a)
+{
+	if (op->n == NS_MAX_PUTS)
+		return -EOVERFLOW; /* a bug: no operation changes that many */
 	struct meta_inode m = *a;
 	pthread_mutex_lock(&fs->lock);
 	struct inode *in = fs_inode_find(fs, a->ino);
@@ -83,15 +111,34 @@ static int ns_put(struct fs *fs, struct meta_txn *t, const struct meta_inode *a)
 		ns_fields(&m, a);
 	}
 	pthread_mutex_unlock(&fs->lock);
-	int rc = meta_inode_put(t, &m);
+	int rc = meta_inode_put(op->t, &m);
+	if (!rc)
+		op->put[op->n++] = *a;
+	return rc;
+}
+
+/* Commit OP if RC is 0, else abort it; end it. The in-memory inodes take
+ * its changes only on a good commit, and are marked for cache_commit: one
+ * that snapshotted them before could commit its older times after ours. */
+static int ns_end(struct fs *fs, struct ns_op *op, int rc)
+{
 	if (rc)
-		return rc;
-	pthread_mutex_lock(&fs->lock);
-	in = fs_inode_find(fs, a->ino);
-	if (in)
-		ns_fields(&in->attr, a);
-	pthread_mutex_unlock(&fs->lock);
-	return 0;
+		meta_txn_abort(op->t);
+	else
+		rc = meta_txn_commit(op->t);
+	if (!rc) {
+		pthread_mutex_lock(&fs->lock);
+		for (unsigned i = 0; i < op->n; i++) {
+			struct inode *in = fs_inode_find(fs, op->put[i].ino);
+			if (in) {
+				ns_fields(&in->attr, &op->put[i]);
+				in->attr_dirty = true;
+			}
+		}
+		pthread_mutex_unlock(&fs->lock);
+	}
+	pthread_mutex_unlock(&g_ns_lock);
+	return rc;
 }
 
 static void fill_entry(struct fs *fs, struct inode *in, struct fuse_entry_param *e)
@@ -376,26 +423,26 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	 * next mount removes the file instead of showing its holes as data. */
 	if (S_ISREG(mode) && !fs->stripe.n)
 		flags |= META_F_VOLATILE;
-	struct meta_txn *t;
-	int rc = meta_txn_begin(fs->meta, true, &t);
+	struct ns_op op;
+	int rc = ns_begin(fs, &op);
 	if (rc)
 		return rc;
 	struct meta_inode pa, a;
 	uint64_t ino, existing;
-	rc = ns_get(fs, t, parent, &pa);
+	rc = ns_get(fs, &op, parent, &pa);
 	if (rc)
-		goto abort;
+		goto end;
 	if (!S_ISDIR(pa.mode) || pa.nlink == 0) {
 		rc = pa.nlink ? -ENOTDIR : -ENOENT;
-		goto abort;
+		goto end;
 	}
-	rc = meta_dirent_get(t, parent, name, &existing);
+	rc = meta_dirent_get(op.t, parent, name, &existing);
 	if (rc == 0) {
 		rc = -EEXIST;
-		goto abort;
+		goto end;
 	}
-	if (rc != -ENOENT || (rc = meta_ino_alloc(t, &ino)))
-		goto abort;
+	if (rc != -ENOENT || (rc = meta_ino_alloc(op.t, &ino)))
+		goto end;
 	memset(&a, 0, sizeof(a));
 	a.ino = ino;
 	a.parent = parent;
@@ -413,21 +460,18 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	a.atime_nsec = a.mtime_nsec;
 	if (target)
 		a.size = strlen(target);
-	if ((rc = meta_inode_put(t, &a)) || (rc = meta_dirent_put(t, parent, name, ino)))
-		goto abort;
-	if (target && (rc = meta_link_put(t, ino, target)))
-		goto abort;
+	if ((rc = meta_inode_put(op.t, &a)) || (rc = meta_dirent_put(op.t, parent, name, ino)))
+		goto end;
+	if (target && (rc = meta_link_put(op.t, ino, target)))
+		goto end;
 	if (S_ISDIR(mode))
 		pa.nlink++;
 	touch_mc(&pa);
-	if ((rc = ns_put(fs, t, &pa)))
-		goto abort;
-	rc = meta_txn_commit(t);
+	rc = ns_put(fs, &op, &pa);
+end:
+	rc = ns_end(fs, &op, rc);
 	if (!rc)
 		*out = ino;
-	return rc;
-abort:
-	meta_txn_abort(t);
 	return rc;
 }
 
@@ -470,28 +514,28 @@ static int remove_name(fuse_ino_t parent, const char *name, bool dir, uint64_t *
 	struct fs *fs = g_fs;
 	if (ctl_ino(parent) || (parent == META_ROOT_INO && !strcmp(name, CTL_NAME)))
 		return -EACCES;
-	struct meta_txn *t;
-	int rc = meta_txn_begin(fs->meta, true, &t);
+	struct ns_op op;
+	int rc = ns_begin(fs, &op);
 	if (rc)
 		return rc;
 	uint64_t ino;
 	struct meta_inode a, pa;
-	if ((rc = meta_dirent_get(t, parent, name, &ino)) || (rc = ns_get(fs, t, ino, &a)) ||
-	    (rc = ns_get(fs, t, parent, &pa)))
-		goto abort;
+	if ((rc = meta_dirent_get(op.t, parent, name, &ino)) || (rc = ns_get(fs, &op, ino, &a)) ||
+	    (rc = ns_get(fs, &op, parent, &pa)))
+		goto end;
 	if (dir && !S_ISDIR(a.mode)) {
 		rc = -ENOTDIR;
-		goto abort;
+		goto end;
 	}
 	if (!dir && S_ISDIR(a.mode)) {
 		rc = -EISDIR;
-		goto abort;
+		goto end;
 	}
 	if (dir) {
-		rc = meta_dir_is_empty(t, ino);
+		rc = meta_dir_is_empty(op.t, ino);
 		if (rc <= 0) {
 			rc = rc ? rc : -ENOTEMPTY;
-			goto abort;
+			goto end;
 		}
 		a.nlink = 0;
 		pa.nlink--;
@@ -502,14 +546,12 @@ static int remove_name(fuse_ino_t parent, const char *name, bool dir, uint64_t *
 		a.parent = 0;
 	touch_c(&a);
 	touch_mc(&pa);
-	if ((rc = meta_dirent_del(t, parent, name)) || (rc = ns_put(fs, t, &a)) ||
-	    (rc = ns_put(fs, t, &pa)))
-		goto abort;
-	rc = meta_txn_commit(t);
-	*victim = ino;
-	return rc;
-abort:
-	meta_txn_abort(t);
+	if (!(rc = meta_dirent_del(op.t, parent, name)) && !(rc = ns_put(fs, &op, &a)))
+		rc = ns_put(fs, &op, &pa);
+end:
+	rc = ns_end(fs, &op, rc);
+	if (!rc)
+		*victim = ino;
 	return rc;
 }
 
@@ -549,92 +591,88 @@ static void tfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
-	struct meta_txn *t;
-	int rc = meta_txn_begin(fs->meta, true, &t);
+	struct ns_op op;
+	int rc = ns_begin(fs, &op);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	uint64_t src, dst = 0;
 	struct meta_inode sa, da, pa, npa;
-	if ((rc = meta_dirent_get(t, parent, name, &src)) || (rc = ns_get(fs, t, src, &sa)))
-		goto abort;
-	rc = meta_dirent_get(t, newparent, newname, &dst);
+	if ((rc = meta_dirent_get(op.t, parent, name, &src)) || (rc = ns_get(fs, &op, src, &sa)))
+		goto end;
+	rc = meta_dirent_get(op.t, newparent, newname, &dst);
 	if (rc && rc != -ENOENT)
-		goto abort;
+		goto end;
 	rc = 0;
 	if (dst == src)
-		goto commit; /* same inode: POSIX says do nothing */
+		goto end; /* same inode: POSIX says do nothing */
 	if (dst) {
 		if (flags & RENAME_NOREPLACE) {
 			rc = -EEXIST;
-			goto abort;
+			goto end;
 		}
-		if ((rc = ns_get(fs, t, dst, &da)))
-			goto abort;
+		if ((rc = ns_get(fs, &op, dst, &da)))
+			goto end;
 		if (S_ISDIR(da.mode) && !S_ISDIR(sa.mode)) {
 			rc = -EISDIR;
-			goto abort;
+			goto end;
 		}
 		if (!S_ISDIR(da.mode) && S_ISDIR(sa.mode)) {
 			rc = -ENOTDIR;
-			goto abort;
+			goto end;
 		}
 		if (S_ISDIR(da.mode)) {
-			rc = meta_dir_is_empty(t, dst);
+			rc = meta_dir_is_empty(op.t, dst);
 			if (rc <= 0) {
 				rc = rc ? rc : -ENOTEMPTY;
-				goto abort;
+				goto end;
 			}
 			da.nlink = 0;
 			/* newparent loses the replaced dir's ".." link */
-			if ((rc = ns_get(fs, t, newparent, &npa)))
-				goto abort;
+			if ((rc = ns_get(fs, &op, newparent, &npa)))
+				goto end;
 			npa.nlink--;
-			if ((rc = ns_put(fs, t, &npa)))
-				goto abort;
+			if ((rc = ns_put(fs, &op, &npa)))
+				goto end;
 		} else {
 			da.nlink--;
 		}
 		if (da.nlink == 0)
 			da.parent = 0;
 		touch_c(&da);
-		if ((rc = meta_dirent_del(t, newparent, newname)) || (rc = ns_put(fs, t, &da)))
-			goto abort;
+		if ((rc = meta_dirent_del(op.t, newparent, newname)) || (rc = ns_put(fs, &op, &da)))
+			goto end;
 		victim = dst;
 	}
-	if ((rc = meta_dirent_del(t, parent, name)) ||
-	    (rc = meta_dirent_put(t, newparent, newname, src)))
-		goto abort;
+	if ((rc = meta_dirent_del(op.t, parent, name)) ||
+	    (rc = meta_dirent_put(op.t, newparent, newname, src)))
+		goto end;
 	sa.parent = newparent;
 	touch_c(&sa);
-	if ((rc = ns_put(fs, t, &sa)))
-		goto abort;
-	if ((rc = ns_get(fs, t, parent, &pa)))
-		goto abort;
+	if ((rc = ns_put(fs, &op, &sa)))
+		goto end;
+	if ((rc = ns_get(fs, &op, parent, &pa)))
+		goto end;
 	if (S_ISDIR(sa.mode) && parent != newparent)
 		pa.nlink--;
 	touch_mc(&pa);
-	if ((rc = ns_put(fs, t, &pa)))
-		goto abort;
+	if ((rc = ns_put(fs, &op, &pa)))
+		goto end;
 	if (parent != newparent) {
-		if ((rc = ns_get(fs, t, newparent, &npa)))
-			goto abort;
+		if ((rc = ns_get(fs, &op, newparent, &npa)))
+			goto end;
 		if (S_ISDIR(sa.mode))
 			npa.nlink++;
 		touch_mc(&npa);
-		if ((rc = ns_put(fs, t, &npa)))
-			goto abort;
+		if ((rc = ns_put(fs, &op, &npa)))
+			goto end;
 	}
-commit:
-	rc = meta_txn_commit(t);
+end:
+	rc = ns_end(fs, &op, rc);
 	fuse_reply_err(req, -rc);
 	if (!rc && victim)
 		inode_maybe_delete(fs, victim);
-	return;
-abort:
-	meta_txn_abort(t);
-	fuse_reply_err(req, -rc);
 }
 
 static void tfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -645,40 +683,36 @@ static void tfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	struct meta_txn *t;
-	int rc = meta_txn_begin(fs->meta, true, &t);
+	struct ns_op op;
+	int rc = ns_begin(fs, &op);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	struct meta_inode a, pa;
 	uint64_t existing;
-	if ((rc = ns_get(fs, t, ino, &a)) || (rc = ns_get(fs, t, newparent, &pa)))
-		goto abort;
+	if ((rc = ns_get(fs, &op, ino, &a)) || (rc = ns_get(fs, &op, newparent, &pa)))
+		goto end;
 	if (S_ISDIR(a.mode)) {
 		rc = -EPERM;
-		goto abort;
+		goto end;
 	}
-	rc = meta_dirent_get(t, newparent, newname, &existing);
+	rc = meta_dirent_get(op.t, newparent, newname, &existing);
 	if (rc == 0)
 		rc = -EEXIST;
 	if (rc != -ENOENT)
-		goto abort;
+		goto end;
 	a.nlink++;
 	touch_c(&a);
 	touch_mc(&pa);
-	if ((rc = meta_dirent_put(t, newparent, newname, ino)) || (rc = ns_put(fs, t, &a)) ||
-	    (rc = ns_put(fs, t, &pa)))
-		goto abort;
-	rc = meta_txn_commit(t);
+	if (!(rc = meta_dirent_put(op.t, newparent, newname, ino)) && !(rc = ns_put(fs, &op, &a)))
+		rc = ns_put(fs, &op, &pa);
+end:
+	rc = ns_end(fs, &op, rc);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
 		reply_entry_ino(req, ino);
-	return;
-abort:
-	meta_txn_abort(t);
-	fuse_reply_err(req, -rc);
 }
 
 /* Drop an open reference; delete the inode if that was the last hold on
