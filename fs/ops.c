@@ -153,6 +153,8 @@ static void fill_entry(struct fs *fs, struct inode *in, struct fuse_entry_param 
 	e->attr_timeout = 0.0;
 }
 
+static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n);
+
 /* Reference INO for the kernel (lookup count) and reply with its entry. */
 static void reply_entry_ino(fuse_req_t req, uint64_t ino)
 {
@@ -168,8 +170,8 @@ static void reply_entry_ino(fuse_req_t req, uint64_t ino)
 	pthread_mutex_unlock(&fs->lock);
 	if (rc)
 		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_entry(req, &e);
+	else if (fuse_reply_entry(req, &e) == -ENOENT)
+		forget_one(fs, ino, 1); /* interrupted: the kernel never took it */
 }
 
 /* Delete INO for good once nothing names or holds it. No lock held. */
