@@ -456,7 +456,22 @@ static void *completion_thread(void *arg)
 	struct posix_tier *pt = arg;
 	for (;;) {
 		struct io_uring_cqe *cqe;
-		int rc = io_uring_wait_cqe(&pt->ring, &cqe);
+		/* Wake now and then to submit SQEs that submit_ring left in
+		 * the ring: with nothing else in flight no other call would,
+		 * and their waiters would wait for ever. Only where the kernel
+		 * takes the timeout as an argument: otherwise liburing would
+		 * take an SQE here, outside sq_lock. */
+		struct __kernel_timespec idle = {.tv_nsec = 50 * 1000 * 1000};
+		int rc = pt->ring.features & IORING_FEAT_EXT_ARG
+			     ? io_uring_wait_cqe_timeout(&pt->ring, &cqe, &idle)
+			     : io_uring_wait_cqe(&pt->ring, &cqe);
+		if (rc == -ETIME) {
+			pthread_mutex_lock(&pt->sq_lock);
+			if (io_uring_sq_ready(&pt->ring))
+				submit_ring(pt, "retry");
+			pthread_mutex_unlock(&pt->sq_lock);
+			continue;
+		}
 		if (rc == -EINTR || rc == -EAGAIN)
 			continue;
 		if (rc < 0) {
