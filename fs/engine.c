@@ -208,10 +208,14 @@ void engine_stop(struct fs *fs)
 			pthread_cond_wait(&fs->cond, &fs->lock);
 		pthread_mutex_unlock(&fs->lock);
 	}
-	if (fs->order) {
-		order_destroy(fs->order);
-		fs->order = NULL;
-	}
+	/* Under the lock: the flusher, still running, reads the learner
+	 * under it (engine_now, engine_stale_before) until flusher_stop. */
+	pthread_mutex_lock(&fs->lock);
+	struct order *o = fs->order;
+	fs->order = NULL;
+	pthread_mutex_unlock(&fs->lock);
+	if (o)
+		order_destroy(o);
 }
 
 int engine_stats_text(struct fs *fs, char *buf, size_t size)
@@ -221,7 +225,8 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	 * read ahead is counted as used or wasted only once it counts as read
 	 * ahead. */
 	pthread_mutex_lock(&fs->lock);
-	if (fs->order)
+	bool enabled = fs->order != NULL;
+	if (enabled)
 		order_get_stats(fs->order, &s);
 	unsigned long long pf = atomic_load(&fs->stats.prefetches),
 			   pf_hits = atomic_load(&fs->stats.prefetch_hits),
@@ -234,7 +239,7 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	    "order enabled=%s learned=%s cycle=%zu accesses=%llu "
 	    "predicted_ratio=%.4f learns=%llu relearns=%llu false_locks=%llu prefetches=%llu "
 	    "prefetch_hits=%llu prefetch_wasted=%llu\n",
-	    fs->order ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len,
+	    enabled ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len,
 	    (unsigned long long)s.accesses, pred, (unsigned long long)s.learns,
 	    (unsigned long long)s.relearns, (unsigned long long)s.false_locks, pf, pf_hits,
 	    pf_wasted);
