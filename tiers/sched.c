@@ -64,11 +64,13 @@ static int pick_class(const struct sched *s, uint64_t now_ns, bool *aged)
 	*aged = false;
 	if (top < 0)
 		return -1;
-	/* Time aging: the oldest expired head among lower classes. */
+	/* Time aging: the oldest expired head, the top class's included: a
+	 * backlog of expired write-backs must not hold back a demand read
+	 * older than all of them. */
 	if (s->max_wait_ns) {
 		int best = -1;
 		uint64_t best_ts = 0;
-		for (int c = top + 1; c < SCHED_NPRIO; c++) {
+		for (int c = top; c < SCHED_NPRIO; c++) {
 			const struct tier_io *h = s->head[c];
 			if (!h || h->submit_ns == 0 || now_ns < h->submit_ns ||
 			    now_ns - h->submit_ns <= s->max_wait_ns)
@@ -78,10 +80,12 @@ static int pick_class(const struct sched *s, uint64_t now_ns, bool *aged)
 				best_ts = h->submit_ns;
 			}
 		}
-		if (best >= 0) {
+		if (best > top) {
 			*aged = true;
 			return best;
 		}
+		if (best == top)
+			return top;
 	}
 	/* Dispatch aging: the most passed-over class beyond the bound. */
 	int best = -1;

@@ -182,6 +182,29 @@ static void test_time_aging(void **state)
 	assert_ptr_equal(sched_pop(&s, 1200, NULL), &d[1]);
 }
 
+/* Time aging serves the oldest expired head, the top class's included: an
+ * expired demand read older than a backlog of expired write-backs comes
+ * first, not after all of them. */
+static void test_time_aging_oldest_first(void **state)
+{
+	(void)state;
+	struct sched s;
+	struct sched_params p = {.limit = 1, .starve_after = 1000000, .max_wait_ns = 1000};
+	assert_int_equal(sched_init(&s, &p), 0);
+	struct tier_io d, w[64];
+	init_io(&d, TIER_PRIO_DEMAND, 1000);
+	d.submit_ns = 10;
+	sched_push(&s, &d);
+	for (int i = 0; i < 64; i++) {
+		init_io(&w[i], TIER_PRIO_WRITEBACK, (uint64_t)i);
+		w[i].submit_ns = 100 + (uint64_t)i;
+		sched_push(&s, &w[i]);
+	}
+	assert_ptr_equal(sched_pop(&s, 1000000, NULL), &d);
+	sched_done(&s);
+	assert_ptr_equal(sched_pop(&s, 1000001, NULL), &w[0]);
+}
+
 /* Bandwidth cap: 1 MB/s with 1000-byte I/Os = one I/O per ms, burst of 2. */
 static void test_bandwidth_cap(void **state)
 {
@@ -225,7 +248,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_init_rejects),   cmocka_unit_test(test_priorities_and_fifo),
 	    cmocka_unit_test(test_inflight_bound), cmocka_unit_test(test_no_starvation),
-	    cmocka_unit_test(test_time_aging),	   cmocka_unit_test(test_bandwidth_cap),
+	    cmocka_unit_test(test_time_aging),	   cmocka_unit_test(test_time_aging_oldest_first),
+	    cmocka_unit_test(test_bandwidth_cap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
