@@ -147,8 +147,8 @@ static void *prefetcher_main(void *arg)
 		if (!prefetch_pays(fs, now))
 			continue;
 		size_t n = order_upcoming(fs->order, depth, keys);
-		for (size_t i = 0;
-		     i < n && fs->prefetch_inflight < fs->prefetch_max && !prefetch_crowds(fs);
+		for (size_t i = 0; i < n && fs->prefetch_inflight < fs->prefetch_max &&
+				   !prefetch_crowds(fs) && fs->learned && !fs->stopping;
 		     i++) {
 			/* A block whose next access overwrites it needs no read.
 			 * One whose own last access says its read is far off was
@@ -162,7 +162,9 @@ static void *prefetcher_main(void *arg)
 			if (!in || in->dropping || fs_inode_load_map(fs, in))
 				continue;
 			uint64_t idx = keys[i] & ((1u << KEY_IDX_BITS) - 1);
-			int rc = cache_prefetch(fs, in, idx, now + when);
+			/* WHEN counts from the clock now: cache_prefetch drops
+			 * the lock, and the ranks move it on meanwhile. */
+			int rc = cache_prefetch(fs, in, idx, order_now(fs->order) + when);
 			if (rc < 0)
 				break;
 		}
