@@ -906,7 +906,10 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 				     : boff == 0 && pos + blen >= in->attr.size ? GET_WRITE_HEAD
 										: GET_WRITE_PART;
 		struct centry *e;
-		engine_access(fs, in->ino, idx, true);
+		/* A partial write needs the block's data first: to the
+		 * learner it is a read, which read-ahead serves and eviction
+		 * keeps for (blocks larger than one request). */
+		engine_access(fs, in->ino, idx, mode != GET_WRITE_PART);
 		rc = entry_get(fs, in, idx, mode, &e);
 		if (rc)
 			break;
