@@ -176,6 +176,8 @@ static void *prefetcher_main(void *arg)
 
 int engine_init(struct fs *fs)
 {
+	/* Signalled by every completed read-ahead, sequential ones too. */
+	pthread_cond_init(&fs->prefetch_cond, NULL);
 	if (!fs->conf.learn)
 		return 0;
 	int rc = order_create(NULL, &fs->order);
@@ -183,7 +185,6 @@ int engine_init(struct fs *fs)
 		TFS_LOG("order learner: %s", strerror(-rc));
 		return rc;
 	}
-	pthread_cond_init(&fs->prefetch_cond, NULL);
 	if (!fs->conf.prefetch_depth || !fs->stripe.n)
 		return 0;
 	/* Prefetch may use the queue depth of every persistent tier, which
