@@ -999,6 +999,8 @@ static int drop_blocks_from(struct fs *fs, struct inode *in, uint64_t from)
 	return 0;
 }
 
+static int flush_block_wait(struct fs *fs, struct inode *in, uint64_t i);
+
 static int resize_locked(struct fs *fs, struct inode *in, uint64_t size)
 {
 	int rc = fs_inode_load_map(fs, in);
@@ -1011,6 +1013,14 @@ static int resize_locked(struct fs *fs, struct inode *in, uint64_t size)
 			end = old;
 		rc = write_locked(fs, in, size, fs->zero, (size_t)(end - size), NULL);
 		if (rc < 0)
+			return rc;
+		/* The cut block's durable copy still holds the bytes beyond
+		 * the new size, and the size can be committed any moment
+		 * from here (setattr does at once): a kill -9 before the
+		 * zeroed block was written back left them to reappear when
+		 * the file grew again. So it goes first. */
+		if (!volatile_inode(in) && in->blocks[size / fs->bs].tier != TIER_NONE &&
+		    (rc = flush_block_wait(fs, in, size / fs->bs)))
 			return rc;
 	}
 	if (size < old) {
@@ -1353,6 +1363,35 @@ static void batch_wait(struct fs *fs, struct flush_batch *batch)
 		pthread_cond_wait(&fs->cond, &fs->lock);
 }
 
+/* Start the write-back of IN's block I if it is dirty, once no write-back
+ * or user holds it. Lock held (dropped while waiting). */
+static int flush_block(struct fs *fs, struct inode *in, uint64_t i, struct flush_batch *batch)
+{
+	struct centry *e = in->blocks[i].ce;
+	if (!e || !e->dirty)
+		return 0;
+	int rc;
+	do {
+		while (e && (e->flushing || e->refs)) {
+			wait_unreferenced(fs);
+			e = in->blocks[i].ce;
+		}
+		rc =
+		    e && e->dirty && !e->flushing ? flush_start(fs, e, batch, TIER_PRIO_DEMAND) : 0;
+		e = in->blocks[i].ce;
+	} while (rc == -EAGAIN);
+	return rc;
+}
+
+/* Write back IN's block I if dirty and wait for it. Lock held. */
+static int flush_block_wait(struct fs *fs, struct inode *in, uint64_t i)
+{
+	struct flush_batch batch = {.fs = fs};
+	int rc = flush_block(fs, in, i, &batch);
+	batch_wait(fs, &batch);
+	return rc ? rc : batch.err;
+}
+
 /* Under g_commit_lock. */
 static int commit_locked(struct fs *fs)
 {
@@ -1529,21 +1568,8 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 	int rc = 0;
 	if (!volatile_inode(in)) {
 		for (int pass = 0; pass < 2 && !rc; pass++) {
-			for (uint64_t i = 0; i < in->nblocks && !rc; i++) {
-				struct centry *e = in->blocks[i].ce;
-				if (!e || !e->dirty)
-					continue;
-				do {
-					while (e && (e->flushing || e->refs)) {
-						wait_unreferenced(fs);
-						e = in->blocks[i].ce;
-					}
-					rc = e && e->dirty && !e->flushing
-						 ? flush_start(fs, e, &batch, TIER_PRIO_DEMAND)
-						 : 0;
-					e = in->blocks[i].ce;
-				} while (rc == -EAGAIN);
-			}
+			for (uint64_t i = 0; i < in->nblocks && !rc; i++)
+				rc = flush_block(fs, in, i, &batch);
 			batch_wait(fs, &batch);
 			if (in->ndirty == 0)
 				break;
