@@ -95,23 +95,23 @@ static int ns_get(struct fs *fs, struct ns_op *op, uint64_t ino, struct meta_ino
 	return rc;
 }
 
-/* Store A's namespace fields in OP's transaction, the rest as memory has
- * it now: a write, truncate, chmod or pin changes the in-memory attributes
- * under fs->lock alone, maybe since ns_get, and putting A back whole lost
- * an acknowledged append's size (a rename or link racing the writer). */
-static int ns_put(struct fs *fs, struct ns_op *op, const struct meta_inode *a)
+/* Store A's namespace fields in OP's transaction over the record as it
+ * is there. The rest (size, times of data, mode) is cache_commit's, which
+ * commits a size together with the block records it goes with: putting
+ * the in-memory size here made an O_TRUNC durable without the deletion of
+ * the blocks it cut, and after a kill -9 the file grew back into them. */
+static int ns_put(struct ns_op *op, const struct meta_inode *a)
 {
 	if (op->n == NS_MAX_PUTS)
 		return -EOVERFLOW; /* a bug: no operation changes that many */
-	struct meta_inode m = *a;
-	pthread_mutex_lock(&fs->lock);
-	struct inode *in = fs_inode_find(fs, a->ino);
-	if (in) {
-		m = in->attr;
-		ns_fields(&m, a);
-	}
-	pthread_mutex_unlock(&fs->lock);
-	int rc = meta_inode_put(op->t, &m);
+	struct meta_inode m;
+	int rc = meta_inode_get(op->t, a->ino, &m);
+	if (rc == -ENOENT)
+		m = *a;
+	else if (rc)
+		return rc;
+	ns_fields(&m, a);
+	rc = meta_inode_put(op->t, &m);
 	if (!rc)
 		op->put[op->n++] = *a;
 	return rc;
@@ -469,7 +469,7 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	if (S_ISDIR(mode))
 		pa.nlink++;
 	touch_mc(&pa);
-	rc = ns_put(fs, &op, &pa);
+	rc = ns_put(&op, &pa);
 end:
 	rc = ns_end(fs, &op, rc);
 	if (!rc)
@@ -548,8 +548,8 @@ static int remove_name(fuse_ino_t parent, const char *name, bool dir, uint64_t *
 		a.parent = 0;
 	touch_c(&a);
 	touch_mc(&pa);
-	if (!(rc = meta_dirent_del(op.t, parent, name)) && !(rc = ns_put(fs, &op, &a)))
-		rc = ns_put(fs, &op, &pa);
+	if (!(rc = meta_dirent_del(op.t, parent, name)) && !(rc = ns_put(&op, &a)))
+		rc = ns_put(&op, &pa);
 end:
 	rc = ns_end(fs, &op, rc);
 	if (!rc)
@@ -635,7 +635,7 @@ static void tfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 			if ((rc = ns_get(fs, &op, newparent, &npa)))
 				goto end;
 			npa.nlink--;
-			if ((rc = ns_put(fs, &op, &npa)))
+			if ((rc = ns_put(&op, &npa)))
 				goto end;
 		} else {
 			da.nlink--;
@@ -643,7 +643,7 @@ static void tfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 		if (da.nlink == 0)
 			da.parent = 0;
 		touch_c(&da);
-		if ((rc = meta_dirent_del(op.t, newparent, newname)) || (rc = ns_put(fs, &op, &da)))
+		if ((rc = meta_dirent_del(op.t, newparent, newname)) || (rc = ns_put(&op, &da)))
 			goto end;
 		victim = dst;
 	}
@@ -652,14 +652,14 @@ static void tfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 		goto end;
 	sa.parent = newparent;
 	touch_c(&sa);
-	if ((rc = ns_put(fs, &op, &sa)))
+	if ((rc = ns_put(&op, &sa)))
 		goto end;
 	if ((rc = ns_get(fs, &op, parent, &pa)))
 		goto end;
 	if (S_ISDIR(sa.mode) && parent != newparent)
 		pa.nlink--;
 	touch_mc(&pa);
-	if ((rc = ns_put(fs, &op, &pa)))
+	if ((rc = ns_put(&op, &pa)))
 		goto end;
 	if (parent != newparent) {
 		if ((rc = ns_get(fs, &op, newparent, &npa)))
@@ -667,7 +667,7 @@ static void tfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 		if (S_ISDIR(sa.mode))
 			npa.nlink++;
 		touch_mc(&npa);
-		if ((rc = ns_put(fs, &op, &npa)))
+		if ((rc = ns_put(&op, &npa)))
 			goto end;
 	}
 end:
@@ -707,8 +707,8 @@ static void tfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	a.nlink++;
 	touch_c(&a);
 	touch_mc(&pa);
-	if (!(rc = meta_dirent_put(op.t, newparent, newname, ino)) && !(rc = ns_put(fs, &op, &a)))
-		rc = ns_put(fs, &op, &pa);
+	if (!(rc = meta_dirent_put(op.t, newparent, newname, ino)) && !(rc = ns_put(&op, &a)))
+		rc = ns_put(&op, &pa);
 end:
 	rc = ns_end(fs, &op, rc);
 	if (rc)
