@@ -742,13 +742,16 @@ static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 		else
 			in->nopen++;
 	}
-	/* libfuse asks for atomic O_TRUNC: the truncate comes with the open. */
-	if (!rc && (fi->flags & O_TRUNC) && S_ISREG(in->attr.mode) && in->attr.size) {
-		rc = cache_resize(fs, in, 0);
-		if (!rc)
+	/* libfuse asks for atomic O_TRUNC: the truncate comes with the open.
+	 * It sets the times even of an empty file, as local file systems do. */
+	if (!rc && (fi->flags & O_TRUNC) && S_ISREG(in->attr.mode)) {
+		rc = in->attr.size ? cache_resize(fs, in, 0) : 0;
+		if (!rc) {
 			touch_mc(&in->attr);
-		else
+			in->attr_dirty = true;
+		} else {
 			in->nopen--;
+		}
 	}
 	pthread_mutex_unlock(&fs->lock);
 	fi->direct_io = 1;
@@ -887,10 +890,14 @@ static void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 }
 
 /* A directory handle holds a snapshot of the entries, so readdir offsets
- * stay valid whatever happens to the directory meanwhile. fi->fh is its
- * handle id (fs/handle.h: a RELEASEDIR may arrive during a READDIR). */
+ * stay valid whatever happens to the directory meanwhile; a read from
+ * offset 0 after the first (rewinddir, lseek to 0) takes a new one, as
+ * POSIX asks. fi->fh is its handle id (fs/handle.h: a RELEASEDIR may
+ * arrive during a READDIR). */
 struct dirsnap {
 	struct fh_node node;
+	pthread_mutex_t lock; /* guards all below */
+	bool read;	      /* a READDIR has used this snapshot */
 	size_t n, cap;
 	struct dent {
 		uint64_t ino;
@@ -922,17 +929,49 @@ static int snap_cb(const char *name, uint64_t ino, void *arg)
 	return rc ? rc : 0;
 }
 
-static void snap_free(struct dirsnap *d)
+static void snap_clear(struct dirsnap *d)
 {
 	for (size_t i = 0; i < d->n; i++)
 		free(d->ents[i].name);
+	d->n = 0;
+}
+
+static void snap_free(struct dirsnap *d)
+{
+	snap_clear(d);
 	free(d->ents);
+	pthread_mutex_destroy(&d->lock);
 	free(d);
 }
 
 static void snap_destroy(struct fh_node *n)
 {
 	snap_free(fh_entry(n, struct dirsnap, node));
+}
+
+/* Fill D with directory INO's entries as they are now. */
+static int snap_fill(struct fs *fs, fuse_ino_t ino, struct dirsnap *d)
+{
+	snap_clear(d);
+	struct meta_txn *t;
+	struct meta_inode a;
+	int rc = meta_txn_begin(fs->meta, false, &t);
+	if (rc)
+		return rc;
+	rc = meta_inode_get(t, ino, &a);
+	if (!rc && !S_ISDIR(a.mode))
+		rc = -ENOTDIR;
+	if (!rc && !(rc = snap_add(d, ".", ino, S_IFDIR)))
+		rc = snap_add(d, "..", a.parent ? a.parent : ino, S_IFDIR);
+	if (!rc)
+		rc = meta_dir_iter(t, ino, snap_cb, d);
+	for (size_t i = 2; !rc && i < d->n; i++) {
+		struct meta_inode c;
+		if (!meta_inode_get(t, d->ents[i].ino, &c))
+			d->ents[i].mode = c.mode;
+	}
+	meta_txn_abort(t);
+	return rc;
 }
 
 static void tfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -947,24 +986,8 @@ static void tfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	struct meta_txn *t;
-	struct meta_inode a;
-	int rc = meta_txn_begin(fs->meta, false, &t);
-	if (!rc) {
-		rc = meta_inode_get(t, ino, &a);
-		if (!rc && !S_ISDIR(a.mode))
-			rc = -ENOTDIR;
-		if (!rc && !(rc = snap_add(d, ".", ino, S_IFDIR)))
-			rc = snap_add(d, "..", a.parent ? a.parent : ino, S_IFDIR);
-		if (!rc)
-			rc = meta_dir_iter(t, ino, snap_cb, d);
-		for (size_t i = 2; !rc && i < d->n; i++) {
-			struct meta_inode c;
-			if (!meta_inode_get(t, d->ents[i].ino, &c))
-				d->ents[i].mode = c.mode;
-		}
-		meta_txn_abort(t);
-	}
+	pthread_mutex_init(&d->lock, NULL);
+	int rc = snap_fill(fs, ino, d);
 	if (rc) {
 		snap_free(d);
 		fuse_reply_err(req, -rc);
@@ -994,8 +1017,11 @@ static void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	pthread_mutex_lock(&d->lock);
+	int rc = off == 0 && d->read ? snap_fill(g_fs, ino, d) : 0;
+	d->read = true;
 	size_t pos = 0;
-	for (size_t i = (size_t)off; i < d->n; i++) {
+	for (size_t i = (size_t)off; !rc && i < d->n; i++) {
 		struct stat st = {.st_ino = d->ents[i].ino, .st_mode = d->ents[i].mode};
 		size_t l = fuse_add_direntry(req, buf + pos, size - pos, d->ents[i].name, &st,
 					     (off_t)(i + 1));
@@ -1003,7 +1029,11 @@ static void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			break;
 		pos += l;
 	}
-	fuse_reply_buf(req, buf, pos);
+	pthread_mutex_unlock(&d->lock);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, buf, pos);
 	free(buf);
 	fh_put(n);
 }

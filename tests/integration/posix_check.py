@@ -287,6 +287,31 @@ def c_readdir_many(d):
     return "n=%d" % len(got)
 
 
+def c_rewinddir(d):
+    # A rewound directory stream shows the directory as it is now.
+    wfile(d + "/old", b"o")
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        first = sorted(os.listdir(fd))
+        wfile(d + "/new", b"n")
+        os.unlink(d + "/old")
+        second = sorted(os.listdir(fd))  # listdir(fd) rewinds the stream
+    finally:
+        os.close(fd)
+    expect(first == ["old"] and second == ["new"], "first %s, after rewind %s" % (first, second))
+    return "first=%s rewound=%s" % (first, second)
+
+
+def c_trunc_empty_times(d):
+    # O_TRUNC of an empty file still sets its mtime.
+    wfile(d + "/e", b"")
+    os.utime(d + "/e", (1000000000, 1000000000))
+    os.close(os.open(d + "/e", os.O_WRONLY | os.O_TRUNC))
+    moved = os.stat(d + "/e").st_mtime > 1000000000
+    expect(moved, "mtime unchanged by O_TRUNC of an empty file")
+    return "mtime_set=%s" % moved
+
+
 def c_attrs(d):
     p = d + "/f"
     wfile(p, b"x")
