@@ -32,7 +32,10 @@
 #   BENCH_T2_CAP   its max_bandwidth per second [512M]
 #   BENCH_T2_SIZE  size of the striped file [1G]
 #   BENCH_PROBE_SIZE  bytes of the disk bandwidth probe [1G]
-#   BENCH_SKIP     space-separated phases to skip: baseline tierfs two_tier
+#   BENCH_SKIP     space-separated phases to skip: baseline tierfs tierfs2p two_tier
+#                  (tierfs2p: the tierfs run again with a second persistent
+#                  path, BENCH_T2_DIR capped at BENCH_T2_CAP/s, standing in
+#                  for a parallel file system beside the disk)
 #   BENCH_DISK_BPS cap the disk under BENCH_DIR at this many bytes/s for reads
 #                  and, separately, for writes, in every phase (a blkio or io
 #                  cgroup around the whole bench): a disk-bound setting that is
@@ -162,7 +165,7 @@ REPLAY_ARGS=(--state-size "$STATE_B" --ranks "$BENCH_RANKS" --steps "$BENCH_STEP
 cat >"$OUT/meta.json" <<EOF
 {"state_bytes": $STATE_B, "ram_bytes": $RAM_B, "block_size": $BLOCK_B, "steps": $BENCH_STEPS,
  "ranks": $BENCH_RANKS, "pipeline": "$BENCH_PIPELINE", "repeat": $BENCH_REPEAT,
- "bench_dir": "$W", "disk_cap_Bps": $DISK_BPS, "host": "$(hostname)", "date": "$(date -Is)", "kernel": "$(uname -r)"}
+ "bench_dir": "$W", "disk_cap_Bps": $DISK_BPS, "t2_dir": "$BENCH_T2_DIR", "t2_cap": "$BENCH_T2_CAP", "host": "$(hostname)", "date": "$(date -Is)", "kernel": "$(uname -r)"}
 EOF
 
 # ---- disk bandwidth (same engine as the replay: O_DIRECT, libaio, 1 MiB, qd8) ----
@@ -228,7 +231,19 @@ umount_tierfs() {
 	return $rc
 }
 
+# tierfs_conf [2p]: the bench mount; with 2p, a second persistent path in
+# the stripe.
 tierfs_conf() {
+	local t2= stripe=nvme0
+	if [ "${1:-}" = 2p ]; then
+		stripe="nvme0, nvme1"
+		t2="
+[tier nvme1]
+type = posix
+path = $BENCH_T2_DIR
+max_bandwidth = $BENCH_T2_CAP/s
+"
+	fi
 	cat <<EOF
 # written by scripts/bench.sh
 [mount]
@@ -243,9 +258,9 @@ capacity = $BENCH_RAM
 [tier nvme0]
 type = posix
 path = $W/run/nvme0
-
+$t2
 [policy]
-stripe = nvme0
+stripe = $stripe
 prefetch_depth = ${BENCH_PREFETCH:-64}
 learn = ${BENCH_LEARN:-yes}
 
@@ -269,30 +284,37 @@ run_baseline() {
 	rm -rf "$W/run"
 }
 
+# run_tierfs REP [2p]: the replay on a mount; setup "tierfs", or with 2p
+# "tierfs2p" (a second path beside the disk).
 run_tierfs() {
-	local rep=$1
-	say "tierfs $rep/$BENCH_REPEAT: replay on a mount (RAM $BENCH_RAM + $W/run/nvme0)"
-	rm -rf "$W/run"
-	mkdir -p "$W/run/nvme0" "$W/run/meta" "$OUT/tierfs-$rep.stats"
-	tierfs_conf >"$OUT/tierfs.conf"
-	if ! mount_tierfs "$OUT/tierfs.conf" "$OUT/tierfs-$rep.log"; then
-		say "tierfs $rep: mount FAILED: $MOUNT_WHY"
-		echo "failed: mount: $MOUNT_WHY" >"$OUT/tierfs-$rep.status"
-		echo '{"steps": []}' >"$OUT/tierfs-$rep.json"
-		rm -rf "$W/run"
+	local rep=$1 mode=${2:-} setup=tierfs where="$W/run/nvme0"
+	if [ "$mode" = 2p ]; then
+		setup=tierfs2p
+		where="$W/run/nvme0 + $BENCH_T2_DIR capped at $BENCH_T2_CAP/s"
+	fi
+	say "$setup $rep/$BENCH_REPEAT: replay on a mount (RAM $BENCH_RAM + $where)"
+	rm -rf "$W/run" "$BENCH_T2_DIR"
+	mkdir -p "$W/run/nvme0" "$W/run/meta" "$OUT/$setup-$rep.stats"
+	[ "$mode" = 2p ] && mkdir -p "$BENCH_T2_DIR"
+	tierfs_conf $mode >"$OUT/$setup.conf"
+	if ! mount_tierfs "$OUT/$setup.conf" "$OUT/$setup-$rep.log"; then
+		say "$setup $rep: mount FAILED: $MOUNT_WHY"
+		echo "failed: mount: $MOUNT_WHY" >"$OUT/$setup-$rep.status"
+		echo '{"steps": []}' >"$OUT/$setup-$rep.json"
+		rm -rf "$W/run" "$BENCH_T2_DIR"
 		return
 	fi
 	local stats=()
-	[ -e "$MNT/.tierfs/stats" ] && stats=(--stats "$MNT/.tierfs/stats" --stats-out "$OUT/tierfs-$rep.stats")
-	if ! run "$REPLAY" --dir "$MNT" "${REPLAY_ARGS[@]}" "${stats[@]}" --json "$OUT/tierfs-$rep.json"; then
-		echo "failed: replay exited with an error (daemon log: $OUT/tierfs-$rep.log)" >"$OUT/tierfs-$rep.status"
-		say "tierfs $rep: replay FAILED"
+	[ -e "$MNT/.tierfs/stats" ] && stats=(--stats "$MNT/.tierfs/stats" --stats-out "$OUT/$setup-$rep.stats")
+	if ! run "$REPLAY" --dir "$MNT" "${REPLAY_ARGS[@]}" "${stats[@]}" --json "$OUT/$setup-$rep.json"; then
+		echo "failed: replay exited with an error (daemon log: $OUT/$setup-$rep.log)" >"$OUT/$setup-$rep.status"
+		say "$setup $rep: replay FAILED"
 	fi
 	if ! umount_tierfs; then
-		[ -e "$OUT/tierfs-$rep.status" ] || echo "failed: unmount/daemon exit status" >"$OUT/tierfs-$rep.status"
-		say "tierfs $rep: unmount or daemon exit FAILED (log: $OUT/tierfs-$rep.log)"
+		[ -e "$OUT/$setup-$rep.status" ] || echo "failed: unmount/daemon exit status" >"$OUT/$setup-$rep.status"
+		say "$setup $rep: unmount or daemon exit FAILED (log: $OUT/$setup-$rep.log)"
 	fi
-	rm -rf "$W/run"
+	rm -rf "$W/run" "$BENCH_T2_DIR"
 }
 
 # Two persistent tiers: cold read of a striped file vs the two tiers' sum.
@@ -372,6 +394,7 @@ probe_disk start
 for rep in $(seq 1 "$BENCH_REPEAT"); do
 	skipped baseline || run_baseline "$rep"
 	skipped tierfs || run_tierfs "$rep"
+	skipped tierfs2p || run_tierfs "$rep" 2p
 done
 probe_disk end
 skipped two_tier || run_two_tier

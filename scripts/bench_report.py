@@ -392,7 +392,7 @@ def cmd_report(args):
     meta = json.load(open(os.path.join(d, "meta.json")))
     runs = []
     for name in sorted(os.listdir(d)):
-        m = re.match(r"^(baseline|tierfs)-(\d+)\.json$", name)
+        m = re.match(r"^(baseline|tierfs|tierfs2p)-(\d+)\.json$", name)
         if not m:
             continue
         setup, rep = m.group(1), int(m.group(2))
@@ -420,10 +420,10 @@ def cmd_report(args):
         except (OSError, ValueError, KeyError, IndexError) as e:
             if run["status"] == "ok":
                 run["status"] = "failed: no replay result (%s)" % e
-        if setup == "tierfs":
+        if setup.startswith("tierfs"):
             # counters per step (its backward and its update phase), for the
             # same steps as the update time; the last step's are kept whole
-            sd = os.path.join(d, "tierfs-%d.stats" % rep)
+            sd = os.path.join(d, "%s-%d.stats" % (setup, rep))
             n = meta["steps"]
             snap = lambda k, phase: parse_stats(os.path.join(sd, "step%d-%s" % (k, phase)))
             run["tierfs_steps"] = []
@@ -451,6 +451,7 @@ def cmd_report(args):
     base_bwd = mean([r["backward_mean_s"] for r in base_ok])
 
     exact = {("nvme0", "read"): "tier.nvme0.bytes_read", ("nvme0", "writ"): "tier.nvme0.bytes_written",
+             ("nvme1", "read"): "tier.nvme1.bytes_read", ("nvme1", "writ"): "tier.nvme1.bytes_written",
              ("hit", "ratio"): "cache.hit_ratio", ("hit",): "cache.hits", ("miss",): "cache.misses"}
 
     def stat_pick(st, *words):
@@ -487,13 +488,16 @@ def cmd_report(args):
             # disk tier bytes per step: read in the update phase, written in
             # it and in its backward (write-back runs on); mean over the
             # steps the update time is averaged over
+            # (tierfs2p: both persistent paths)
             rds, wrs = [], []
+            tiers = ("nvme0", "nvme1") if r["setup"] == "tierfs2p" else ("nvme0",)
             for sb, su in r.get("tierfs_steps") or []:
-                x, y, z = stat_pick(su, "nvme0", "read"), stat_pick(su, "nvme0", "writ"), stat_pick(sb, "nvme0", "writ")
-                if x is not None:
-                    rds.append(x)
-                if y is not None and z is not None:
-                    wrs.append(y + z)
+                xs = [stat_pick(su, t, "read") for t in tiers]
+                ys = [stat_pick(su, t, "writ") for t in tiers] + [stat_pick(sb, t, "writ") for t in tiers]
+                if None not in xs:
+                    rds.append(sum(xs))
+                if None not in ys:
+                    wrs.append(sum(ys))
             drd = mean(rds) if rds else None
             dwr = mean(wrs) if wrs else None
             r["disk_read_per_step"], r["disk_written_per_step"] = drd, dwr
@@ -510,8 +514,12 @@ def cmd_report(args):
             hit = 1 - drd / app_rd if drd is not None and app_rd else None
         r["speedup"] = base_upd / upd if base_upd and upd else None
         r["backward_speedup"] = base_bwd / bwd if base_bwd and bwd else None
-        r["ratio_to_floor"] = upd / floor["floor_s"] if floor and upd and floor["floor_s"] else None
-        pipe = floor.get("pipeline_s") if floor else None
+        # The floor and the model are the single disk's: no ratio for a
+        # run with a second path.
+        one_disk = r["setup"] != "tierfs2p"
+        r["ratio_to_floor"] = (upd / floor["floor_s"]
+                               if one_disk and floor and upd and floor["floor_s"] else None)
+        pipe = floor.get("pipeline_s") if floor and one_disk else None
         r["ratio_to_pipeline"] = upd / pipe if pipe and upd else None
         r["hit_ratio"] = hit
         f2 = lambda x, p="%.3f": "-" if x is None else p % x
@@ -540,6 +548,11 @@ def cmd_report(args):
     if any(r["setup"] == "tierfs" for r in runs):
         print("tierfs columns: disk rd/wr = tier nvme0 bytes per step (from .tierfs/stats, mean over the steps the update time averages), "
               "hit = 1 - disk bytes read / bytes the update phase read (Belady's measure)")
+    if any(r["setup"] == "tierfs2p" for r in runs):
+        print("tierfs2p: the tierfs mount with a second persistent path in the stripe, %s capped at "
+              "%s/s (standing in for a parallel file system beside the disk); disk rd/wr = both paths; "
+              "speedup against the same single-disk baseline" % (meta.get("t2_dir", "BENCH_T2_DIR"),
+                                                                 meta.get("t2_cap", "BENCH_T2_CAP")))
     if two:
         print("two tiers (%s): striped read %s vs sum of tiers %.2f GB/s -> %s  %s" % (
             ", ".join(two.get("tiers", [])),
@@ -551,6 +564,7 @@ def cmd_report(args):
           "bwd x = backward speedup; /floor, /model = update time over the floor, over the model)")
 
     tf_ok = [r for r in runs if r["setup"] == "tierfs" and r["status"] == "ok"]
+    t2p_ok = [r for r in runs if r["setup"] == "tierfs2p" and r["status"] == "ok"]
     summary = {
         "meta": meta,
         "baseline": {"update_s": base_upd, "backward_s": base_bwd},
@@ -563,6 +577,13 @@ def cmd_report(args):
             "ratio_to_pipeline": mean([r["ratio_to_pipeline"] for r in tf_ok]),
             "hit_ratio": mean([r["hit_ratio"] for r in tf_ok]),
         } if tf_ok else None,
+        "tierfs2p": {
+            "update_s": mean([r["update_mean_s"] for r in t2p_ok]),
+            "backward_s": mean([r["backward_mean_s"] for r in t2p_ok]),
+            "speedup": mean([r["speedup"] for r in t2p_ok]),
+            "backward_speedup": mean([r["backward_speedup"] for r in t2p_ok]),
+            "hit_ratio": mean([r["hit_ratio"] for r in t2p_ok]),
+        } if t2p_ok else None,
         "floor": floor,
         "two_tier": two,
         "runs": [{k: v for k, v in r.items() if k != "replay"} for r in runs],
