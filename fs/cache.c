@@ -1536,7 +1536,7 @@ static int sync_tiers(struct fs *fs)
 	pthread_mutex_unlock(&fs->lock);
 	int rc = 0;
 	for (int i = 0; i < fs->conf.ntiers; i++) {
-		if (!tier_persistent(fs->tiers[i]))
+		if (!fs->tiers[i] || !tier_persistent(fs->tiers[i]))
 			continue;
 		int r = tier_sync(fs->tiers[i]);
 		if (r && !rc)

@@ -113,6 +113,7 @@ struct fs {
 	uint32_t bs;						    /* block size */
 	struct fuse_session *se;
 
+	bool cache_up; /* cache_init done: unmount writes back */
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* any entry/inode state change */
 

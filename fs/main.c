@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -149,6 +150,83 @@ static void detach_end(int status)
 	ready_fd = -1;
 }
 
+/* Whether PATH is DIR or below it; both resolved. */
+static bool path_within(const char *path, const char *dir)
+{
+	size_t l = strlen(dir);
+	return !strncmp(path, dir, l) && (path[l] == '\0' || path[l] == '/' || !strcmp(dir, "/"));
+}
+
+/* The mount point must be a directory, and no tier nor the metadata may
+ * live under it: the daemon would do its own I/O through its own mount and
+ * hang there, unkillable. Returns 0 or the exit status. */
+static int check_mountpoint(const struct config *c, const char *mnt)
+{
+	char m[PATH_MAX], p[PATH_MAX];
+	struct stat st;
+	if (!realpath(mnt, m) || stat(m, &st)) {
+		fprintf(stderr, "tierfs: mount point %s: %s\n", mnt, strerror(errno));
+		return 2;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "tierfs: mount point %s: not a directory\n", mnt);
+		return 2;
+	}
+	for (int i = 0; i < c->ntiers; i++) {
+		const struct conf_tier *t = &c->tiers[i];
+		if (t->path[0] && realpath(t->path, p) && path_within(p, m)) {
+			fprintf(stderr,
+				"tierfs: %s:%d: section [tier %s]: path %s is inside the mount "
+				"point %s\n",
+				c->path, t->line, t->name, t->path, mnt);
+			return 2;
+		}
+	}
+	/* The metadata directory may not exist yet: its parent then. */
+	char meta[PATH_MAX];
+	snprintf(meta, sizeof(meta), "%s", c->metadata);
+	char *slash = strrchr(meta, '/');
+	bool have = realpath(meta, p) != NULL;
+	if (!have && slash && slash != meta) {
+		*slash = '\0';
+		have = realpath(meta, p) != NULL;
+	}
+	if (have && path_within(p, m)) {
+		fprintf(stderr, "tierfs: %s: metadata %s is inside the mount point %s\n", c->path,
+			c->metadata, mnt);
+		return 2;
+	}
+	return 0;
+}
+
+/* Append the -o options USER (comma-separated, consumed) to OPTS. mount.fuse
+ * passes options of its own ("rw", "defaults" are dropped by it); keep the
+ * ones libfuse knows. Returns 0 or the exit status. */
+static int add_user_opts(char *opts, size_t size, char *user)
+{
+	char *save = NULL;
+	for (char *o = strtok_r(user, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(o, "defaults") || !strcmp(o, "default_permissions") ||
+		    !strcmp(o, "_netdev") || !strcmp(o, "nofail") || !strcmp(o, "auto") ||
+		    !strcmp(o, "noauto") || !strcmp(o, "user") || !strcmp(o, "users"))
+			continue;
+		if (!strncmp(o, "max_read=", 9)) {
+			/* libfuse would refuse to mount at all, and the daemon
+			 * would exit 0: the loop's buffers are sized for the
+			 * 1 MiB it sets itself. */
+			fprintf(stderr, "tierfs: -o %s: tierfs sets max_read itself\n", o);
+			return 2;
+		}
+		if (strlen(opts) + strlen(o) + 2 > size) {
+			fprintf(stderr, "tierfs: -o options too long\n");
+			return 2;
+		}
+		strcat(opts, ",");
+		strcat(opts, o);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *conf_path = NULL, *mnt = NULL;
@@ -204,33 +282,24 @@ int main(int argc, char **argv)
 
 	static struct fs fs;
 	g_fs = &fs;
+	int rc;
 	char err[PATH_MAX + 512];
 	if (config_load(conf_path, &fs.conf, err, sizeof(err))) {
 		fprintf(stderr, "tierfs: %s\n", err);
+		free(user_opts);
 		return 2;
 	}
+	if ((rc = check_mountpoint(&fs.conf, mnt))) {
+		free(user_opts);
+		return rc;
+	}
 
-	/* mount.fuse passes options of its own ("rw", "defaults" are dropped
-	 * by it); keep the ones libfuse knows, and allow_other from either
-	 * the config or -o. */
 	if (fs.conf.allow_other)
 		strcat(opts, ",allow_other");
-	if (user_opts) {
-		char *save = NULL;
-		for (char *o = strtok_r(user_opts, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
-			if (!strcmp(o, "defaults") || !strcmp(o, "default_permissions") ||
-			    !strcmp(o, "_netdev") || !strcmp(o, "nofail") || !strcmp(o, "auto") ||
-			    !strcmp(o, "noauto") || !strcmp(o, "user") || !strcmp(o, "users"))
-				continue;
-			if (strlen(opts) + strlen(o) + 2 > sizeof(opts)) {
-				fprintf(stderr, "tierfs: -o options too long\n");
-				return 2;
-			}
-			strcat(opts, ",");
-			strcat(opts, o);
-		}
-		free(user_opts);
-	}
+	rc = user_opts ? add_user_opts(opts, sizeof(opts), user_opts) : 0;
+	free(user_opts);
+	if (rc)
+		return rc;
 
 	if (!foreground && detach_begin())
 		return 1;
@@ -240,7 +309,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	int rc = fs_mount_prepare(&fs);
+	rc = fs_mount_prepare(&fs);
 	if (rc) {
 		fprintf(stderr, "tierfs: %s: cannot start: %s\n", conf_path, strerror(-rc));
 		fs_unmount_finish(&fs);

@@ -330,7 +330,10 @@ int fs_mount_prepare(struct fs *fs)
 		return rc;
 	if (fs->conf.nstripe && ((rc = calibrate(fs)) || (rc = build_stripe(fs))))
 		return rc;
-	if ((rc = cache_init(fs)) || (rc = flusher_start(fs)))
+	if ((rc = cache_init(fs)))
+		return rc;
+	fs->cache_up = true;
+	if ((rc = flusher_start(fs)))
 		return rc;
 	return engine_init(fs);
 }
@@ -339,7 +342,9 @@ void fs_unmount_finish(struct fs *fs)
 {
 	engine_stop(fs);
 	flusher_stop(fs);
-	if (fs->meta) {
+	/* A mount that failed before its cache was up has nothing to write
+	 * back, and maybe tiers never opened. */
+	if (fs->meta && fs->cache_up) {
 		int rc = cache_flush_all(fs);
 		if (rc)
 			TFS_LOG("unmount: write-back failed: %s; data written since the last "

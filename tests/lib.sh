@@ -5,7 +5,7 @@
 set -u
 : "${TIERFS_BIN:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/tierfs}"
 : "${TESTBIN:=$(dirname "$TIERFS_BIN")/tests/bin}"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 TAP_N=0
 TAP_FAILS=0

@@ -197,4 +197,62 @@ check "missing config: exit status 2" test "$rc" -eq 2
 check "missing config: message" grep -qF "tierfs: $T/none.conf: cannot read: " "$T/err"
 check_fails "missing config: nothing mounted" mountpoint -q "$MNT"
 
+# A tier inside the mount point: the daemon would do its I/O through its
+# own mount and hang there, unkillable.
+cat >"$BAD" <<CONF
+[tier ram]
+type = ram
+capacity = 64M
+[tier inside]
+type = posix
+path = $MNT
+CONF
+expect "tier path is the mount point" 4 "section [tier inside]: path $MNT is inside the mount point"
+
+# The rest are not config lines; each is run the same way.
+run_daemon() { # CONF [ARGS...]: exit status in $rc, stderr in $T/err
+	local c=$1
+	shift
+	rc=0
+	timeout -k 5 20 "$TIERFS_BIN" "$c" "$MNT" "$@" >"$T/out" 2>"$T/err" || rc=$?
+	if mountpoint -q "$MNT"; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+		return 1
+	fi
+	# (a WARNING that an allocation failed is what the test asks for)
+	! grep -qE 'ERROR: [A-Za-z]*Sanitizer|runtime error' "$T/err"
+}
+cat >"$T/good.conf" <<CONF
+[tier ram]
+type = ram
+capacity = 64M
+[tier nvme0]
+type = posix
+path = $T/nvme0
+CONF
+check "-o max_read=4096: nothing mounted" run_daemon "$T/good.conf" -o max_read=4096
+check "-o max_read=4096: exit status 2 (was 0)" test "$rc" -eq 2
+check "-o max_read=4096: message" grep -qF "tierfs: -o max_read=4096: " "$T/err"
+touch "$T/plainfile"
+rc=0
+timeout -k 5 20 "$TIERFS_BIN" "$T/good.conf" "$T/plainfile" >"$T/out" 2>"$T/err" || rc=$?
+check "mount point a regular file: exit status 2" test "$rc" -eq 2
+check "mount point a regular file: message" grep -qF "tierfs: mount point $T/plainfile: not a directory" "$T/err"
+
+# A tier that cannot open after the metadata did (a slot map too large to
+# allocate): a clean exit with the reason, never a crash on the way out.
+mkdir -p "$T/nvme2"
+cat >"$T/huge.conf" <<CONF
+[tier ram]
+type = ram
+capacity = 64M
+[tier nvme2]
+type = posix
+path = $T/nvme2
+capacity = 18446744073709551615
+CONF
+check "tier fails to open: nothing mounted, no sanitizer report" run_daemon "$T/huge.conf" -f
+check "tier fails to open: exit status 1 (was 139, a crash)" test "$rc" -eq 1
+check "tier fails to open: message" grep -qF "tierfs: $T/huge.conf: cannot start: " "$T/err"
+
 tap_exit
