@@ -263,15 +263,23 @@ void ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fu
 	struct ctl_handle *d = ctl_handle_get(req, fi->fh);
 	if (!d)
 		return;
-	/* Offsets are byte positions in the prebuilt buffer; a reply holds
-	 * only whole entries, so walk them. */
-	size_t start = (size_t)off, end = start;
+	/* Offsets are byte positions in the prebuilt buffer, each entry's
+	 * that of the next; a reply holds only whole entries, so walk them
+	 * from the start: a seekdir to any other byte (a user's lseek) starts
+	 * at the next entry, never inside one. */
+	struct dirent_head {
+		uint64_t ino, off;
+		uint32_t namelen, type;
+	};
+	size_t start = 0;
+	while (start < d->len && start < (uint64_t)off) {
+		const struct dirent_head *de = (const void *)(d->buf + start);
+		start += (sizeof(*de) + de->namelen + 7) & ~(size_t)7;
+	}
+	size_t end = start;
 	while (end < d->len) {
-		const struct fuse_dirent {
-			uint64_t ino, off;
-			uint32_t namelen, type;
-		} *de = (const void *)(d->buf + end);
-		size_t entlen = (24 + de->namelen + 7) & ~(size_t)7;
+		const struct dirent_head *de = (const void *)(d->buf + end);
+		size_t entlen = (sizeof(*de) + de->namelen + 7) & ~(size_t)7;
 		if (end + entlen - start > size)
 			break;
 		end += entlen;

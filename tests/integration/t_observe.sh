@@ -136,6 +136,12 @@ want=$(xa user.tierfs.placement "$MNT/sparse" | tr ' ' '\n' | grep '^nvme0=' | c
 got=$(awk '$NF ~ /sparse/ {print $5}' "$T/ls0")
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "ls -l tiers/nvme0 shows the bytes held there ($got)" || fail "ls -l size '$got', placement says '$want'"
 grep -q 'gradient' "$T/ls0" && fail "gradient file (ram rule) listed under nvme0" || ok "gradient file not listed under nvme0"
+# A user's lseek to any byte of a tier listing: whole entries, names it holds.
+names=$(ls -a "$MNT/.tierfs/tiers/nvme0/" | tr '\n' ' ')
+len=$(ls -a "$MNT/.tierfs/tiers/nvme0/" | awk '{ n += int((24 + length($0) + 7) / 8) * 8 } END { print n }')
+# shellcheck disable=SC2086 # one argument per name
+check "tiers/nvme0: getdents after lseek to each of its $len bytes gives whole, known entries" \
+	"$TESTBIN/seekdir" "$MNT/.tierfs/tiers/nvme0" "$len" $names
 
 # read-only
 for what in "write stats" "create file" "mkdir"; do
