@@ -1040,6 +1040,8 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 	 * write in between, into the tail or into a block already dropped
 	 * while this waited for a reader, left its bytes beyond EOF, to show
 	 * when the file grew again. */
+	if (size > FS_MAX_BLOCKS * fs->bs)
+		return -EFBIG;
 	while (in->resizing)
 		pthread_cond_wait(&fs->cond, &fs->lock);
 	in->resizing = true;

@@ -27,6 +27,12 @@
 
 #define TIER_NONE 0xffff
 
+/* Blocks of one file at most (16 TiB at 1 MiB blocks): the block map is an
+ * array, so one write at a huge offset would otherwise allocate a map
+ * entry for every block before it; and the learner's keys hold 24 bits of
+ * block index. Beyond: EFBIG. */
+#define FS_MAX_BLOCKS (1ull << 24)
+
 /* One block of a file, in memory. Guarded by fs->lock. */
 struct blk {
 	uint16_t tier; /* config index of the durable copy, TIER_NONE if none */

@@ -133,9 +133,13 @@ int fs_map_reserve(struct fs *fs, struct inode *in, uint64_t n)
 	(void)fs;
 	if (n <= in->nblocks)
 		return 0;
+	if (n > FS_MAX_BLOCKS)
+		return -EFBIG;
 	uint64_t cap = in->nblocks ? in->nblocks : 8;
 	while (cap < n)
 		cap *= 2;
+	if (cap > FS_MAX_BLOCKS)
+		cap = FS_MAX_BLOCKS;
 	struct blk *nb = realloc(in->blocks, cap * sizeof(*nb));
 	if (!nb)
 		return -ENOMEM;

@@ -1110,6 +1110,11 @@ static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 	while (in->resizing)
 		pthread_cond_wait(&fs->cond, &fs->lock);
 	uint64_t end = (uint64_t)offset + (uint64_t)length;
+	if (end > FS_MAX_BLOCKS * fs->bs) {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, EFBIG);
+		return;
+	}
 	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > in->attr.size) {
 		in->attr.size = end;
 		in->attr_dirty = true;

@@ -90,5 +90,28 @@ rm -f "$MNT/d/f5" "$MNT/d/f4"
 getfattr --only-values -n user.tierfs.tiers "$MNT" 2>/dev/null | sed 's/^/# tiers after delete: /'
 out=$(fill "$MNT/d/again" 6 again)
 [ "${out%% *}" = ok ] && ok "after deleting 8 MiB, a 6 MiB file fits again" || fail "after deleting: $out"
+
+# A file's limit (2^24 blocks): a write, truncate or fallocate beyond it is
+# EFBIG, never a block map as large as the offset (a 4 KiB write at 2^46
+# once made the daemon allocate 2 GiB for it).
+cat >"$T/big.py" <<'PYEOF'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+lim = (1 << 24) * (1 << 20)
+def err(f, *a):
+    try:
+        f(*a)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+got = [err(os.pwrite, fd, b"x" * 4096, 1 << 46), err(os.ftruncate, fd, lim + 1),
+       err(os.posix_fallocate, fd, lim, 4096), err(os.pwrite, fd, b"y" * 4096, lim - 4096)]
+print(" ".join(got))
+sys.exit(got != ["EFBIG", "EFBIG", "EFBIG", "ok"])
+PYEOF
+check "beyond 2^24 blocks: write, truncate, fallocate EFBIG; the last block writable" \
+	"$PY" "$T/big.py" "$MNT/d/big"
+check "the mount still works" cmp -s "$T/copy/f1" "$MNT/d/f1"
+rm -f "$MNT/d/big"
 check "unmount clean (2)" umount_fs
 tap_exit
