@@ -259,7 +259,11 @@ int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size)
 	uint64_t cur = ino;
 	for (int depth = 0; cur != META_ROOT_INO; depth++) {
 		struct meta_inode a;
-		if (depth > 512 || (rc = meta_inode_get(t, cur, &a)) || !a.parent) {
+		if (depth > 512) {
+			rc = -ENAMETOOLONG; /* deeper than any path can name */
+			goto out;
+		}
+		if ((rc = meta_inode_get(t, cur, &a)) || !a.parent) {
 			rc = rc ? rc : -ENOENT;
 			goto out;
 		}

@@ -407,13 +407,16 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	uint32_t flags = 0;
 	if (S_ISREG(mode) && fs->conf.nrules) {
 		char path[PATH_MAX];
+		/* A file deeper than a path can name matches no rule (globs
+		 * match paths); it is still created, as mkdir there is. */
 		int rc = fs_inode_path(fs, parent, path, sizeof(path) - NAME_MAX - 2);
-		if (rc)
+		if (rc && rc != -ENAMETOOLONG)
 			return rc;
-		if (strcmp(path, "/"))
+		if (!rc && strcmp(path, "/"))
 			strcat(path, "/");
-		strcat(path, name);
-		int r = placement_rule_for(&fs->conf, path);
+		if (!rc)
+			strcat(path, name);
+		int r = rc ? -1 : placement_rule_for(&fs->conf, path);
 		if (r >= 0) {
 			const struct conf_rule *rule = &fs->conf.rules[r];
 			flags |= (uint32_t)(fs->tier_id[rule->tier] + 1) << 8;

@@ -98,6 +98,23 @@ mkdir -p "$R"
 head -c $((3 * MiB)) /dev/urandom >"$R/0_99_gradient_0_786432.tensor.swp"
 head -c $((2 * MiB)) /dev/urandom >"$R/exp_avg-0_99.tensor.swp" && sync "$R/exp_avg-0_99.tensor.swp"
 check "rule *_gradient_*.tensor.swp -> ram: all bytes on ram" pl_check "$R/0_99_gradient_0_786432.tensor.swp" $((3 * MiB)) ram
+# Deeper than a path can name (520 levels): with rules on, a file is still
+# created there, as a directory is; it simply matches no rule.
+deep() {
+	"$PY" - "$MNT" <<'PYEOF'
+import os, sys
+os.chdir(sys.argv[1])
+os.mkdir("deep")
+os.chdir("deep")
+for _ in range(520):
+    os.mkdir("d")
+    os.chdir("d")
+with open("f", "w") as f:
+    f.write("x")
+PYEOF
+}
+check "a file 520 directories deep is created with rules on" deep
+rm -rf "$MNT/deep"
 pl=$(xa user.tierfs.placement "$R/exp_avg-0_99.tensor.swp")
 echo "$pl" | grep -qE '(^| )nvme[01]=[1-9]' && ok "non-matching file striped on nvme tiers ($pl)" || fail "exp_avg placement '$pl'"
 
