@@ -1908,9 +1908,7 @@ int cache_init(struct fs *fs)
 		fs->landing[fs->landing_free++] = (uint64_t)slot;
 	}
 	fs->cache_slots = tier_slots_total(ram) - fs->nlanding;
-	uint64_t per_req = FS_MAX_REQUEST / fs->bs + 2;
-	/* Each worker thread holds at most one request's blocks at a time. */
-	uint64_t need = per_req * fs->conf.threads + 8;
+	uint64_t need = fs_cache_min_blocks(&fs->conf);
 	if (fs->cache_slots < need) {
 		TFS_LOG("%s: tier %s: capacity %llu bytes is too small for the cache: need at "
 			"least %llu blocks of %u bytes",

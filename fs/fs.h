@@ -306,6 +306,13 @@ static inline uint64_t fs_landing_slots(const struct fs *fs)
 	return fs->bs >= FS_MAX_REQUEST ? fs->conf.threads : 0;
 }
 
+/* The fewest RAM tier blocks the cache can work with: each FUSE worker
+ * holds at most one request's blocks at a time, and the flusher a few. */
+static inline uint64_t fs_cache_min_blocks(const struct config *c)
+{
+	return ((uint64_t)FS_MAX_REQUEST / c->block_size + 2) * c->threads + 8;
+}
+
 #define TFS_LOG(fmt, ...) fprintf(stderr, "tierfs: " fmt "\n", ##__VA_ARGS__)
 
 #endif

@@ -227,6 +227,32 @@ static int add_user_opts(char *opts, size_t size, char *user)
 	return 0;
 }
 
+/* The RAM tier must hold what the FUSE workers have in hand at once: said
+ * here, with the config line, rather than by the mount after its probes.
+ * Returns 0 or the exit status. */
+static int check_ram(const struct config *c)
+{
+	const struct conf_tier *r = &c->tiers[c->ram_tier];
+	uint64_t min = fs_cache_min_blocks(c) * c->block_size;
+	if (r->capacity >= min)
+		return 0;
+	unsigned long long mib = (min + (1 << 20) - 1) >> 20;
+	if (r->implicit)
+		fprintf(
+		    stderr,
+		    "tierfs: %s: the default ram tier (%llu MiB) is too small for threads = %u "
+		    "and block_size = %u: add a [tier ram] with a capacity of at least %llu MiB\n",
+		    c->path, (unsigned long long)(r->capacity >> 20), c->threads, c->block_size,
+		    mib);
+	else
+		fprintf(stderr,
+			"tierfs: %s:%d: section [tier %s]: capacity %llu MiB is too small for "
+			"threads = %u and block_size = %u: at least %llu MiB\n",
+			c->path, r->line, r->name, (unsigned long long)(r->capacity >> 20),
+			c->threads, c->block_size, mib);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
 	const char *conf_path = NULL, *mnt = NULL;
@@ -289,7 +315,7 @@ int main(int argc, char **argv)
 		free(user_opts);
 		return 2;
 	}
-	if ((rc = check_mountpoint(&fs.conf, mnt))) {
+	if ((rc = check_mountpoint(&fs.conf, mnt)) || (rc = check_ram(&fs.conf))) {
 		free(user_opts);
 		return rc;
 	}

@@ -209,6 +209,20 @@ path = $MNT
 CONF
 expect "tier path is the mount point" 4 "section [tier inside]: path $MNT is inside the mount point"
 
+# A RAM tier too small for what the FUSE workers hold at once: said with
+# the line, not by the mount after its bandwidth probes.
+cat >"$BAD" <<CONF
+[mount]
+threads = 256
+[tier ram]
+type = ram
+capacity = 64M
+[tier nvme0]
+type = posix
+path = $T/nvme0
+CONF
+expect "ram tier too small for the threads" 3 "section [tier ram]: capacity 64 MiB is too small"
+
 # The rest are not config lines; each is run the same way.
 run_daemon() { # CONF [ARGS...]: exit status in $rc, stderr in $T/err
 	local c=$1
