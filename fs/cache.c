@@ -144,6 +144,18 @@ static void entry_pin(struct fs *fs, struct centry *e)
 	lru_push(fs, e);
 }
 
+/* RAM is no longer E's home (its file was pinned elsewhere or unpinned):
+ * an entry like any other, written back by the flusher. */
+static void entry_unpin(struct fs *fs, struct centry *e)
+{
+	if (!e->pinned)
+		return;
+	lru_unlink(fs, e);
+	e->pinned = false;
+	fs->npinned--;
+	lru_push(fs, e);
+}
+
 static void touch(struct fs *fs, struct centry *e)
 {
 	e->stamp = ++fs->clock;
@@ -1332,7 +1344,9 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	if (in->attr.pin_tier >= 0 && in->home >= 0 && in->home != fs->ram &&
 	    tier_persistent(fs->tiers[in->home]))
 		dest = in->home; /* set_pin sets home only after pin_tier */
-	if ((dest != b->tier || b->csum != 0) && cow_room(fs, dest)) {
+	/* A move to another tier needs only a free slot there: the reserve
+	 * is for rewrites on the tier itself. */
+	if (dest != b->tier || (b->csum != 0 && cow_room(fs, dest))) {
 		int64_t ns = tier_alloc(fs->tiers[dest]);
 		if (ns >= 0) {
 			f->move = true;
@@ -1650,6 +1664,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 	pthread_mutex_lock(&fs->lock);
 	int rc = fs_inode_load_map(fs, in);
 	in->home = tier;
+	cache_rehome(fs, in);
 	for (uint64_t i = 0; !rc && i < in->nblocks && i * fs->bs < in->attr.size; i++) {
 		struct blk *b = &in->blocks[i];
 		if (b->tier == TIER_NONE && !b->ce)
@@ -1676,9 +1691,37 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 		entry_put(fs, e);
 	}
 	pthread_mutex_unlock(&fs->lock);
-	if (rc)
+	if (rc || (rc = cache_flush_inode(fs, in, true)))
 		return rc;
-	return cache_flush_inode(fs, in, true);
+	/* A block that found no free slot there stays where it was: say so,
+	 * rather than report a pin that did not happen. */
+	pthread_mutex_lock(&fs->lock);
+	uint64_t left = 0;
+	for (uint64_t i = 0; tier != fs->ram && i < in->nblocks; i++)
+		if (in->blocks[i].tier != TIER_NONE && in->blocks[i].tier != tier)
+			left++;
+	pthread_mutex_unlock(&fs->lock);
+	if (left) {
+		TFS_LOG("pin inode %llu to tier %s: %llu blocks found no free slot there",
+			(unsigned long long)in->ino, tier_name(fs->tiers[tier]),
+			(unsigned long long)left);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+void cache_rehome(struct fs *fs, struct inode *in)
+{
+	if (in->home == fs->ram)
+		return;
+	for (uint64_t i = 0; i < in->nblocks; i++) {
+		struct centry *e = in->blocks[i].ce;
+		if (e && e->pinned) {
+			entry_unpin(fs, e);
+			if (in->blocks[i].tier == TIER_NONE && e->state == CE_VALID)
+				entry_mark_dirty(fs, e);
+		}
+	}
 }
 
 /* The next block for write-back. Without a learned order: the least

@@ -228,6 +228,9 @@ int cache_flush_all(struct fs *fs);				      /* no lock held */
 int cache_forget_inode(struct fs *fs, struct inode *in);  /* lock held: drop all blocks */
 int cache_commit(struct fs *fs);			  /* no lock held: attrs, maps */
 int cache_pin(struct fs *fs, struct inode *in, int tier); /* no lock held */
+/* IN's home is no longer RAM: its blocks kept there become ordinary cache
+ * entries, written back to the new home. Lock held. */
+void cache_rehome(struct fs *fs, struct inode *in);
 /* Re-predict every cached block from a newly learned cycle. Lock held. */
 void cache_restamp(struct fs *fs);
 int flusher_start(struct fs *fs);

@@ -196,6 +196,7 @@ static void set_pin(fuse_req_t req, uint64_t ino, const char *value, size_t size
 	if (!rc && t < 0) {
 		pthread_mutex_lock(&fs->lock);
 		in->home = fs_home_for(fs, &in->attr, NULL);
+		cache_rehome(fs, in);
 		pthread_mutex_unlock(&fs->lock);
 	}
 	fuse_reply_err(req, -rc);

@@ -90,7 +90,15 @@ check "unpin with -v \"\"" setfattr -n user.tierfs.pin -v "" "$MNT/f8"
 check "content unchanged by pin/unpin" cmp -s "$MNT/f8" "$T/f8.copy"
 check "pin another file to ram" setfattr -n user.tierfs.pin -v ram "$MNT/odd"
 check "pinned to ram: all bytes on ram" pl_check "$MNT/odd" $((3 * MiB + 5)) ram
-setfattr -n user.tierfs.pin -v "" "$MNT/odd"
+cp "$MNT/odd" "$T/odd.copy"
+# Out of RAM again: the blocks RAM held as their home go to the new one.
+check "pin the RAM-pinned file to nvme1" setfattr -n user.tierfs.pin -v nvme1 "$MNT/odd"
+check "pinned from ram to nvme1: all bytes on nvme1" pl_check "$MNT/odd" $((3 * MiB + 5)) nvme1
+setfattr -n user.tierfs.pin -v ram "$MNT/odd"
+check "unpin a RAM-pinned file" setfattr -n user.tierfs.pin -v "" "$MNT/odd"
+sync "$MNT/odd"
+check "unpinned from ram: no byte left on ram" sh -c "! getfattr --only-values -n user.tierfs.placement '$MNT/odd' | grep -q 'ram='"
+check "content unchanged by the moves" cmp -s "$MNT/odd" "$T/odd.copy"
 
 # rule: DeepSpeed gradient files in RAM
 R=$MNT/zero_stage_3/optimizer/rank0
