@@ -1033,7 +1033,11 @@ static int resize_locked(struct fs *fs, struct inode *in, uint64_t size)
 		 * the file grew again. So it goes first. */
 		if (!volatile_inode(in) && in->blocks[size / fs->bs].tier != TIER_NONE &&
 		    (rc = flush_block_wait(fs, in, size / fs->bs)))
-			return rc;
+			/* The tail is zeroed already: the shrink goes on, and
+			 * the block stays dirty, written back later. */
+			TFS_LOG("inode %llu: truncate: write-back of block %llu failed: %s",
+				(unsigned long long)in->ino, (unsigned long long)(size / fs->bs),
+				strerror(-rc));
 	}
 	if (size < old) {
 		rc = drop_blocks_from(fs, in, (size + fs->bs - 1) / fs->bs);
@@ -1299,6 +1303,7 @@ static void flush_done(struct tier_io *io)
 		e->written_back = !e->dirty;
 		if (!in->wb_first)
 			in->wb_first = g_wb_epoch;
+		in->wb_last = g_wb_epoch;
 	}
 	e->refs--;
 	f->batch->inflight--;
@@ -1564,7 +1569,9 @@ static int sync_tiers(struct fs *fs)
 			if (in->wb_first && in->wb_first <= epoch) {
 				if (rc)
 					in->wb_err = rc;
-				in->wb_first = 0;
+				/* Write-backs after this sync began are not
+				 * covered: the next sync answers for them. */
+				in->wb_first = in->wb_last <= epoch ? 0 : epoch + 1;
 			}
 	pthread_mutex_unlock(&fs->lock);
 	pthread_mutex_unlock(&g_sync_lock);

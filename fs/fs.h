@@ -58,6 +58,7 @@ struct inode {
 	 * from then on: the bytes may be lost, and a later good sync does not
 	 * bring them back. Cleared by a truncate to 0. */
 	uint64_t wb_first;
+	uint64_t wb_last; /* epoch of its latest write-back */
 	int wb_err;
 	int home;	    /* rule/pin target tier (config index), -1 = stripe */
 	struct blk *blocks; /* indexed by block number, nblocks long */
