@@ -101,3 +101,13 @@ crash_fs() {
 # mount_key 'KEY = VALUE': a filter adding a [mount] key to a config from
 # default_conf or two_tier_conf (after its block_size line).
 mount_key() { sed "s/^\(block_size = .*\)$/\1\n$1/"; }
+
+# mount_shimmed NAME CONF: mount_fs with BUILD/tests/lib/NAME.so (from
+# tests/integration/preload/) preloaded into the daemon, after a check that
+# it is built. The shim has no ASan of its own, so ASan must not insist on
+# coming first in the link order.
+mount_shimmed() {
+	local shim="$TIERFS_BUILD/tests/lib/$1.so"
+	check "the $1 shim is built ($shim)" test -f "$shim"
+	ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0" LD_PRELOAD="$shim" mount_fs "$2"
+}

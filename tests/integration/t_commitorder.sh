@@ -11,9 +11,6 @@
 require_tierfs
 require_cmd "$PY"
 
-SHIM="$TIERFS_BUILD/tests/lib/txndelay.so"
-check "the delay shim is built ($SHIM)" test -f "$SHIM"
-
 cat >"$T/work.py" <<'PYEOF'
 import os, sys
 d, role, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -46,8 +43,7 @@ PYEOF
 
 default_conf | mount_key 'flush_interval = 0.005' >"$T/c.conf"
 export TXNDELAY_US=20000
-export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
-LD_PRELOAD="$SHIM" mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+mount_shimmed txndelay "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 
 # Each appender's last commit is one chance for a stale one to overtake it.
 run_work() {

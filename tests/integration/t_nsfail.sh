@@ -10,13 +10,9 @@
 . "$(dirname "$0")/common.sh"
 require_tierfs
 
-SHIM="$TIERFS_BUILD/tests/lib/txnfail.so"
-check "the commit-failure shim is built ($SHIM)" test -f "$SHIM"
-
 default_conf >"$T/c.conf"
 export TXNFAIL_FLAG="$T/fail"
-export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
-LD_PRELOAD="$SHIM" mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+mount_shimmed txnfail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 
 mkdir "$MNT/d" "$MNT/d/sub"
 head -c 3145728 /dev/urandom >"$T/want"

@@ -11,9 +11,6 @@ require_tierfs
 require_cmd "$PY"
 require_cmd timeout
 
-SHIM="$TIERFS_BUILD/tests/lib/submitfail.so"
-check "the submit-refusal shim is built ($SHIM)" test -f "$SHIM"
-
 cat >"$T/write.py" <<'PYEOF'
 import os, sys
 path, byte = sys.argv[1], int(sys.argv[2])
@@ -28,8 +25,7 @@ want() { # FILE BYTE
 
 default_conf >"$T/c.conf"
 export SUBMITFAIL_FLAG="$T/refuse"
-export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
-LD_PRELOAD="$SHIM" mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+mount_shimmed submitfail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 
 check "write and fsync 8 MiB" timeout 60 "$PY" "$T/write.py" "$MNT/f" 1
 touch "$SUBMITFAIL_FLAG"

@@ -10,9 +10,6 @@
 require_tierfs
 require_cmd "$PY"
 
-SHIM="$TIERFS_BUILD/tests/lib/syncfail.so"
-check "the flush-failure shim is built ($SHIM)" test -f "$SHIM"
-
 # write.py FILE BYTE [trunc]: write 3 MiB of BYTE, fsync; prints the errno.
 cat >"$T/write.py" <<'PYEOF'
 import errno, os, sys
@@ -39,8 +36,7 @@ want_file() { # FILE BYTE
 
 default_conf >"$T/c.conf"
 export SYNCFAIL_FLAG="$T/fail"
-export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
-LD_PRELOAD="$SHIM" mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+mount_shimmed syncfail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 
 check "fsync with a good disk: 0" fsync_says ok "$MNT/a" 1
 touch "$SYNCFAIL_FLAG"
