@@ -1056,7 +1056,7 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 	 * write in between, into the tail or into a block already dropped
 	 * while this waited for a reader, left its bytes beyond EOF, to show
 	 * when the file grew again. */
-	if (size > FS_MAX_BLOCKS * fs->bs)
+	if (size > fs_max_size(fs))
 		return -EFBIG;
 	while (in->resizing)
 		pthread_cond_wait(&fs->cond, &fs->lock);
@@ -1704,9 +1704,10 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 	 * rather than report a pin that did not happen. */
 	pthread_mutex_lock(&fs->lock);
 	uint64_t left = 0;
-	for (uint64_t i = 0; tier != fs->ram && i < in->nblocks; i++)
-		if (in->blocks[i].tier != TIER_NONE && in->blocks[i].tier != tier)
-			left++;
+	if (tier != fs->ram)
+		for (uint64_t i = 0; i < in->nblocks; i++)
+			if (in->blocks[i].tier != TIER_NONE && in->blocks[i].tier != tier)
+				left++;
 	pthread_mutex_unlock(&fs->lock);
 	if (left) {
 		TFS_LOG("pin inode %llu to tier %s: %llu blocks found no free slot there",

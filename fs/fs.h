@@ -310,6 +310,12 @@ static inline uint64_t fs_landing_slots(const struct fs *fs)
 	return fs->bs >= FS_MAX_REQUEST ? fs->conf.threads : 0;
 }
 
+/* The largest size a file may have (FS_MAX_BLOCKS blocks). */
+static inline uint64_t fs_max_size(const struct fs *fs)
+{
+	return FS_MAX_BLOCKS * fs->bs;
+}
+
 /* The fewest RAM tier blocks the cache can work with: each FUSE worker
  * holds at most one request's blocks at a time, and the flusher a few. */
 static inline uint64_t fs_cache_min_blocks(const struct config *c)

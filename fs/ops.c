@@ -412,11 +412,13 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		int rc = fs_inode_path(fs, parent, path, sizeof(path) - NAME_MAX - 2);
 		if (rc && rc != -ENAMETOOLONG)
 			return rc;
-		if (!rc && strcmp(path, "/"))
-			strcat(path, "/");
-		if (!rc)
+		int r = -1;
+		if (!rc) {
+			if (strcmp(path, "/"))
+				strcat(path, "/");
 			strcat(path, name);
-		int r = rc ? -1 : placement_rule_for(&fs->conf, path);
+			r = placement_rule_for(&fs->conf, path);
+		}
 		if (r >= 0) {
 			const struct conf_rule *rule = &fs->conf.rules[r];
 			flags |= (uint32_t)(fs->tier_id[rule->tier] + 1) << 8;
@@ -1113,7 +1115,7 @@ static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 	while (in->resizing)
 		pthread_cond_wait(&fs->cond, &fs->lock);
 	uint64_t end = (uint64_t)offset + (uint64_t)length;
-	if (end > FS_MAX_BLOCKS * fs->bs) {
+	if (end > fs_max_size(fs)) {
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, EFBIG);
 		return;
