@@ -48,15 +48,16 @@ static size_t g_npend, g_pend_cap;
  * block. Taken before fs->lock, never while holding it. */
 static pthread_mutex_t g_commit_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Tier syncs, one at a time, and the epoch that says which write-backs
- * each covered: a write-back completed in epoch E is on stable storage
- * once a sync that began after E returns 0. After a failed fdatasync the
- * kernel drops the pages and a retry returns 0, so the failure must be
- * charged to the files written back before it then, or their fsync would
- * say the bytes are safe. g_wb_epoch is guarded by fs->lock; g_sync_lock
- * is taken before fs->lock. */
+/* Tier syncs, one round at a time, and per tier the epoch that says which
+ * write-backs each sync covered: a write-back to tier T completed in epoch
+ * E is on stable storage once a sync of T that began after E returns 0.
+ * After a failed fdatasync the kernel drops the pages and a retry returns
+ * 0, so the failure must be charged to the files written back to T before
+ * it then, or their fsync would say the bytes are safe; files whose new
+ * bytes went to other tiers are not concerned. g_wb_epoch is guarded by
+ * fs->lock; g_sync_lock is taken before fs->lock. */
 static pthread_mutex_t g_sync_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t g_wb_epoch = 1;
+static uint64_t g_wb_epoch[CONF_MAX_TIERS] = {[0 ... CONF_MAX_TIERS - 1] = 1};
 
 static int pend_add(uint64_t ino, uint64_t idx)
 {
@@ -1301,9 +1302,10 @@ static void flush_done(struct tier_io *io)
 			b->csum = io->csum;
 		}
 		e->written_back = !e->dirty;
-		if (!in->wb_first)
-			in->wb_first = g_wb_epoch;
-		in->wb_last = g_wb_epoch;
+		unsigned t = b->tier; /* where the new bytes are, moved or not */
+		if (!in->wb_first[t])
+			in->wb_first[t] = g_wb_epoch[t];
+		in->wb_last[t] = g_wb_epoch[t];
 	}
 	e->refs--;
 	f->batch->inflight--;
@@ -1549,29 +1551,39 @@ int cache_commit(struct fs *fs)
 	return rc;
 }
 
+/* Sync every persistent tier; charge a failed sync to the files written
+ * back to that tier before it began. Returns the first error, for callers
+ * that answer for the whole mount (syncfs, unmount); an fsync asks its
+ * inode's wb_err instead. */
 static int sync_tiers(struct fs *fs)
 {
+	int n = fs->conf.ntiers;
+	uint64_t epoch[CONF_MAX_TIERS];
+	int err[CONF_MAX_TIERS] = {0};
 	pthread_mutex_lock(&g_sync_lock);
 	pthread_mutex_lock(&fs->lock);
-	uint64_t epoch = g_wb_epoch++;
+	for (int i = 0; i < n; i++)
+		epoch[i] = g_wb_epoch[i]++;
 	pthread_mutex_unlock(&fs->lock);
 	int rc = 0;
-	for (int i = 0; i < fs->conf.ntiers; i++) {
+	for (int i = 0; i < n; i++) {
 		if (!fs->tiers[i] || !tier_persistent(fs->tiers[i]))
 			continue;
-		int r = tier_sync(fs->tiers[i]);
-		if (r && !rc)
-			rc = r;
+		err[i] = tier_sync(fs->tiers[i]);
+		if (err[i] && !rc)
+			rc = err[i];
 	}
 	pthread_mutex_lock(&fs->lock);
 	for (size_t h = 0; h < fs->itab_size; h++)
 		for (struct inode *in = fs->itab[h]; in; in = in->hnext)
-			if (in->wb_first && in->wb_first <= epoch) {
-				if (rc)
-					in->wb_err = rc;
+			for (int i = 0; i < n; i++) {
+				if (!in->wb_first[i] || in->wb_first[i] > epoch[i])
+					continue;
+				if (err[i] && !in->wb_err)
+					in->wb_err = err[i];
 				/* Write-backs after this sync began are not
 				 * covered: the next sync answers for them. */
-				in->wb_first = in->wb_last <= epoch ? 0 : epoch + 1;
+				in->wb_first[i] = in->wb_last[i] <= epoch[i] ? 0 : epoch[i] + 1;
 			}
 	pthread_mutex_unlock(&fs->lock);
 	pthread_mutex_unlock(&g_sync_lock);
@@ -1604,7 +1616,7 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 	if (!rc)
 		rc = batch.err;
 	if (!rc && durable)
-		rc = sync_tiers(fs);
+		sync_tiers(fs); /* a failure that concerns IN is in its wb_err */
 	int r = cache_commit(fs);
 	if (!rc)
 		rc = r;

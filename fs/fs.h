@@ -52,13 +52,15 @@ struct inode {
 	bool resizing;	   /* cache_resize at work: cache_write waits */
 	unsigned nwriting; /* cache_write calls under way: cache_resize waits */
 	bool unsynced;	   /* changed since its last durable flush (sync_on_close) */
-	/* Write-back epoch (fs/cache.c) of its first write-back that no good
-	 * tier sync has covered yet, 0 none; and the error of a tier sync
-	 * that failed after a write-back of it, which every fsync reports
-	 * from then on: the bytes may be lost, and a later good sync does not
-	 * bring them back. Cleared by a truncate to 0. */
-	uint64_t wb_first;
-	uint64_t wb_last; /* epoch of its latest write-back */
+	/* Per tier (config index): the write-back epoch (fs/cache.c) of its
+	 * first write-back to that tier that no good sync of the tier has
+	 * covered yet, 0 none; and the error of a tier sync that failed after
+	 * a write-back of it, which every fsync reports from then on: the
+	 * bytes may be lost, and a later good sync does not bring them back.
+	 * A failing tier is not charged to files with nothing new on it.
+	 * Cleared by a truncate to 0. */
+	uint64_t wb_first[CONF_MAX_TIERS];
+	uint64_t wb_last[CONF_MAX_TIERS]; /* epoch of its latest write-back there */
 	int wb_err;
 	int home;	    /* rule/pin target tier (config index), -1 = stripe */
 	struct blk *blocks; /* indexed by block number, nblocks long */

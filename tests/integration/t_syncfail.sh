@@ -5,6 +5,8 @@
 # covered must still return EIO (the kernel dropped the pages, a retried
 # fdatasync returns 0, and the bytes may be gone), while a file written
 # after it is durable as usual. A truncate to 0 and a rewrite end it.
+# With two tiers, only the files written back to the failing one are
+# charged: the fsync of a file on the other tier still returns 0.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -52,4 +54,24 @@ check "remount" mount_fs "$T/c.conf"
 check "after remount: the rewritten file holds its last bytes" want_file "$MNT/a" 4
 check "after remount: the file written after the failure is whole" want_file "$MNT/b" 3
 check "unmount clean (2)" umount_fs
+
+# Two tiers; rules put /zero* on nvme0 and /one* on nvme1; nvme1's disk fails.
+rm -rf "$T/meta" "$T/nvme0"
+two_tier_conf 1M "[rule zero]" "match = /zero*" "tier = nvme0" \
+	"[rule one]" "match = /one*" "tier = nvme1" >"$T/c2.conf"
+export SYNCFAIL_FLAG="$T/fail" SYNCFAIL_PATH="/nvme1/"
+mount_shimmed syncfail "$T/c2.conf" || { fail "mount (two tiers)"; tap_exit; exit 1; }
+check "two tiers, good disks: fsync of a file on nvme0: 0" fsync_says ok "$MNT/zero" 5
+check "two tiers, good disks: fsync of a file on nvme1: 0" fsync_says ok "$MNT/one" 5
+touch "$SYNCFAIL_FLAG"
+check "nvme1 fails: fsync of a file on nvme1: EIO" fsync_says EIO "$MNT/one" 6
+check "nvme1 fails: fsync of a file on nvme0: 0" fsync_says ok "$MNT/zero" 6
+rm -f "$SYNCFAIL_FLAG"
+check "nvme1 flushes again: the file on nvme1 still says EIO" fsync_says EIO "$MNT/one" -1
+check "nvme1 flushes again: the file on nvme0 says 0" fsync_says ok "$MNT/zero" -1
+check "unmount clean (3)" umount_fs
+unset SYNCFAIL_FLAG SYNCFAIL_PATH
+check "remount (two tiers)" mount_fs "$T/c2.conf"
+check "after remount: the file on the good tier is whole" want_file "$MNT/zero" 6
+check "unmount clean (4)" umount_fs
 tap_exit

@@ -1,16 +1,34 @@
 /*
  * syncfail.so — LD_PRELOAD into tierfs to make a disk's flush fail: while
  * the file named by SYNCFAIL_FLAG exists, every fdatasync returns EIO, as
- * it does when a drive loses cached writes (t_syncfail).
+ * it does when a drive loses cached writes (t_syncfail). With SYNCFAIL_PATH
+ * set, only the fdatasync of files whose path contains it fails: one tier's
+ * disk of several.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 typedef int (*fdatasync_fn)(int);
+
+static int on_path(int fd, const char *part)
+{
+	if (!part)
+		return 1;
+	char link[64], path[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return 0;
+	path[n] = '\0';
+	return strstr(path, part) != NULL;
+}
 
 int fdatasync(int fd)
 {
@@ -25,7 +43,7 @@ int fdatasync(int fd)
 		atomic_store(&real, f);
 	}
 	const char *flag = getenv("SYNCFAIL_FLAG");
-	if (flag && access(flag, F_OK) == 0) {
+	if (flag && access(flag, F_OK) == 0 && on_path(fd, getenv("SYNCFAIL_PATH"))) {
 		errno = EIO;
 		return -1;
 	}
