@@ -693,8 +693,9 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 			return 0;
 		}
 		bool pin = false;
+		int home = in->home;
 		if (b->tier == TIER_NONE) {
-			if (in->home == fs->ram && fs->npinned < fs->pin_limit)
+			if (home == fs->ram && fs->npinned < fs->pin_limit)
 				pin = true;
 			else if ((rc = assign_durable(fs, in, idx)))
 				return rc;
@@ -702,7 +703,10 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 		if ((rc = entry_alloc(fs, &e)))
 			return rc;
 		b = &in->blocks[idx]; /* the lock was maybe dropped: re-check */
-		if (b->ce) {
+		/* A pin (cache_pin) that moved the file meanwhile did not see
+		 * this entry: choose again under its new home, or the entry
+		 * stays pinned in RAM, or unpinned with no durable slot. */
+		if (b->ce || in->home != home) {
 			entry_release_slot(fs, e);
 			continue;
 		}
