@@ -911,6 +911,15 @@ static void finish_tiers(struct parse *p)
 				    "missing required key 'path' (the directory for this tier)");
 				return;
 			}
+			/* Nothing would ever go there: blocks leave RAM only for
+			 * a durable home. Scratch files are a rule's business. */
+			if (!t->persistent) {
+				key_error(
+				    p, tx->kline[TK_PERSISTENT], "persistent",
+				    "a posix tier is always persistent; for files that need "
+				    "not outlive the mount, use a [rule] with persistent = no");
+				return;
+			}
 			for (int j = 0; j < i; j++) {
 				if (c->tiers[j].kind == TIER_POSIX && p->tx[j].dev == tx->dev &&
 				    p->tx[j].ino == tx->ino) {
@@ -994,10 +1003,6 @@ static void finish_mount(struct parse *p)
 	if (c->metadata[0])
 		return;
 	int first = -1;
-	/* Prefer a persistent tier: metadata must outlive the mount. */
-	for (int i = 0; i < c->ntiers && first < 0; i++)
-		if (c->tiers[i].kind == TIER_POSIX && c->tiers[i].persistent)
-			first = i;
 	for (int i = 0; i < c->ntiers && first < 0; i++)
 		if (c->tiers[i].kind == TIER_POSIX)
 			first = i;

@@ -126,7 +126,7 @@ static void test_all_keys(void **state)
 		      "type = posix\n"
 		      "path = @D@/c\n"
 		      "capacity = 10G\n"
-		      "persistent = no\n"
+		      "persistent = yes\n"
 		      "[policy]\n"
 		      "stripe = pfs, nvme0\n"
 		      "learn = no\n"
@@ -182,7 +182,7 @@ static void test_all_keys(void **state)
 	assert_int_equal(t->weight, 1);
 	assert_int_equal(t->queue_depth, 8);
 	assert_int_equal(t->slab_size, 1ULL << 30);
-	assert_false(cfg.tiers[3].persistent);
+	assert_true(cfg.tiers[3].persistent);
 
 	assert_int_equal(cfg.nstripe, 2);
 	assert_int_equal(cfg.stripe[0], 2);
@@ -204,9 +204,7 @@ static void test_all_keys(void **state)
 static void test_defaults_implicit_ram(void **state)
 {
 	(void)state;
-	assert_int_equal(load("[tier scratch]\ntype = posix\npath = @D@/c\npersistent = no\n"
-			      "[tier disk]\ntype = posix\npath = @D@/a\n"),
-			 0);
+	assert_int_equal(load("[tier disk]\ntype = posix\npath = @D@/a\n"), 0);
 	assert_int_equal(cfg.block_size, 1 << 20);
 	assert_false(cfg.sync_on_close);
 	assert_false(cfg.allow_other);
@@ -217,32 +215,32 @@ static void test_defaults_implicit_ram(void **state)
 	assert_int_equal(cfg.prefetch_depth, 64);
 	assert_int_equal(cfg.nrules, 0);
 
-	assert_int_equal(cfg.ntiers, 3);
-	assert_int_equal(cfg.ram_tier, 2);
-	struct conf_tier *r = &cfg.tiers[2];
+	assert_int_equal(cfg.ntiers, 2);
+	assert_int_equal(cfg.ram_tier, 1);
+	struct conf_tier *r = &cfg.tiers[1];
 	assert_string_equal(r->name, "ram");
 	assert_int_equal(r->kind, TIER_RAM);
 	assert_int_equal(r->capacity, 256ULL << 20);
 	assert_true(r->implicit);
 	assert_false(r->persistent);
 
-	/* Metadata lives on the first persistent posix tier. */
+	/* Metadata lives on the first posix tier. */
 	char want[PATH_MAX];
 	snprintf(want, sizeof(want), "%s/a/.tierfs-meta", tdir);
 	assert_string_equal(cfg.metadata, want);
 
 	/* Capacity defaults to the free space where the tier lives. */
 	struct statvfs v;
-	assert_int_equal(statvfs(cfg.tiers[1].path, &v), 0);
+	assert_int_equal(statvfs(cfg.tiers[0].path, &v), 0);
 	uint64_t freeb = (uint64_t)v.f_bavail * v.f_frsize;
-	assert_true(cfg.tiers[1].capacity > 0);
-	assert_true(cfg.tiers[1].capacity <= freeb + (64ULL << 20));
-	assert_true(cfg.tiers[1].capacity + (64ULL << 20) >= freeb);
-	assert_true(cfg.tiers[1].persistent);
+	assert_true(cfg.tiers[0].capacity > 0);
+	assert_true(cfg.tiers[0].capacity <= freeb + (64ULL << 20));
+	assert_true(cfg.tiers[0].capacity + (64ULL << 20) >= freeb);
+	assert_true(cfg.tiers[0].persistent);
 
-	/* Default stripe: the persistent posix tiers only. */
+	/* Default stripe: the posix tiers. */
 	assert_int_equal(cfg.nstripe, 1);
-	assert_int_equal(cfg.stripe[0], 1);
+	assert_int_equal(cfg.stripe[0], 0);
 }
 
 static void test_ram_only(void **state)
@@ -522,8 +520,9 @@ static const struct bad bads[] = {
     {POSIX_A "[policy]\nlearn = yes\nstripe = a, b\n", 6, "key 'stripe'", "no tier named 'b'"},
     {POSIX_A "[tier r]\ntype = ram\ncapacity = 1G\n[policy]\nstripe = a r\n", 8, "key 'stripe'",
      "tier 'r'"},
-    {"[policy]\nstripe = a\n" POSIX_A "persistent = no\n", 2, "key 'stripe'",
-     "tier 'a' is not persistent"},
+    {"[policy]\nstripe = a\n" POSIX_A "persistent = no\n", 6, "key 'persistent'",
+     "a posix tier is always persistent; for files that need not outlive the mount, use a "
+     "[rule] with persistent = no"},
     {"[rule g]\nmatch = *.swp\ntier = fast\n" POSIX_A, 3, "key 'tier'",
      "rule 'g': no tier named 'fast'"},
     {POSIX_A "\n[rule g]\ntier = a\n", 5, "section [rule g]", "missing required key 'match'"},
