@@ -90,6 +90,28 @@ static void reply_ctl_entry(fuse_req_t req, uint64_t ino)
 	fuse_reply_entry(req, &e);
 }
 
+/* Whether the view of tier T lists inode INO: every directory, and the
+ * files with blocks on T. MODE: its mode. */
+static bool tier_shows(struct fs *fs, int t, uint64_t ino, mode_t *mode)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in;
+	bool show = false;
+	*mode = 0;
+	if (!fs_inode_get(fs, ino, &in)) {
+		*mode = in->attr.mode;
+		if (S_ISDIR(*mode)) {
+			show = true;
+		} else if (S_ISREG(*mode)) {
+			uint64_t bytes[CONF_MAX_TIERS];
+			fs_placement(fs, in, bytes);
+			show = bytes[t] > 0;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return show;
+}
+
 void ctl_lookup(fuse_req_t req, uint64_t parent, const char *name)
 {
 	struct fs *fs = g_fs;
@@ -116,6 +138,9 @@ void ctl_lookup(fuse_req_t req, uint64_t parent, const char *name)
 			rc = meta_dirent_get(txn, tnode_real(parent), name, &ino);
 			meta_txn_abort(txn);
 		}
+		mode_t mode;
+		if (!rc && !tier_shows(fs, tnode_tier(parent), ino, &mode))
+			rc = -ENOENT; /* as readdir: not on this tier */
 		if (rc)
 			fuse_reply_err(req, -rc);
 		else
@@ -193,24 +218,10 @@ struct tier_list {
 static int tier_list_cb(const char *name, uint64_t ino, void *arg)
 {
 	struct tier_list *l = arg;
-	struct fs *fs = g_fs;
-	pthread_mutex_lock(&fs->lock);
-	struct inode *in;
-	int rc = fs_inode_get(fs, ino, &in);
-	bool show = false;
-	mode_t mode = 0;
-	if (!rc) {
-		mode = in->attr.mode;
-		if (S_ISDIR(mode)) {
-			show = true;
-		} else if (S_ISREG(mode)) {
-			uint64_t bytes[CONF_MAX_TIERS];
-			fs_placement(fs, in, bytes);
-			show = bytes[l->tier] > 0;
-		}
-	}
-	pthread_mutex_unlock(&fs->lock);
-	if (show && (rc = cd_add(l->req, l->d, name, tnode(l->tier, ino), mode))) {
+	mode_t mode;
+	int rc;
+	if (tier_shows(g_fs, l->tier, ino, &mode) &&
+	    (rc = cd_add(l->req, l->d, name, tnode(l->tier, ino), mode))) {
 		l->err = rc;
 		return 1;
 	}

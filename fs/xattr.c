@@ -13,6 +13,7 @@
  * listxattr except on the inodes they apply to.
  */
 #include <errno.h>
+#include <linux/limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,33 +28,61 @@
 #define X_PIN	    "user.tierfs.pin"
 #define X_TIERS	    "user.tierfs.tiers"
 
+/* The next run of blocks of IN on tier T from *I on (NB blocks): false
+ * when there is none; *I moves past it. */
+static bool next_run(struct fs *fs, struct inode *in, uint64_t nb, int t, uint64_t *i,
+		     uint64_t *first, uint64_t *last)
+{
+	while (*i < nb && fs_block_tier(fs, &in->blocks[*i]) != t)
+		(*i)++;
+	if (*i == nb)
+		return false;
+	*first = *i;
+	while (*i < nb && fs_block_tier(fs, &in->blocks[*i]) == t)
+		(*i)++;
+	*last = *i - 1;
+	return true;
+}
+
+/* "TIER:RUN,RUN TIER:RUN", RUN = "N" or "FIRST-LAST". The kernel takes no
+ * xattr value over XATTR_SIZE_MAX: a file striped block by block over
+ * several tiers passes that at about 16 GiB (1 MiB blocks), and getfattr
+ * would only say E2BIG. So each tier gets an equal share of the limit, and
+ * a list cut short ends in "...(+N)", N its runs left out. */
 static void fmt_blocks(struct fs *fs, struct inode *in, struct strbuf *s)
 {
 	uint64_t nb = (in->attr.size + fs->bs - 1) / fs->bs;
 	if (nb > in->nblocks)
 		nb = in->nblocks;
-	bool first_tier = true;
+	uint64_t runs[CONF_MAX_TIERS] = {0}, first, last;
+	int present = 0;
 	for (int t = 0; t < fs->conf.ntiers; t++) {
-		bool any = false;
-		uint64_t run_start = 0;
-		bool in_run = false;
-		for (uint64_t i = 0; i <= nb; i++) {
-			bool on = i < nb && fs_block_tier(fs, &in->blocks[i]) == t;
-			if (on && !in_run) {
-				run_start = i;
-				in_run = true;
-			} else if (!on && in_run) {
-				in_run = false;
-				strbuf_printf(s, "%s%s%s", any ? "," : (first_tier ? "" : " "),
-					      any ? "" : fs->conf.tiers[t].name, any ? "" : ":");
-				if (i - 1 == run_start)
-					strbuf_printf(s, "%llu", (unsigned long long)run_start);
-				else
-					strbuf_printf(s, "%llu-%llu", (unsigned long long)run_start,
-						      (unsigned long long)(i - 1));
-				any = true;
-				first_tier = false;
+		for (uint64_t i = 0; next_run(fs, in, nb, t, &i, &first, &last);)
+			runs[t]++;
+		present += runs[t] > 0;
+	}
+	if (!present)
+		return;
+	/* Room for each tier's name, a separator and the "...(+N)" tail. */
+	size_t share = XATTR_SIZE_MAX / (size_t)present - CONF_NAME_MAX - 32;
+	for (int t = 0; t < fs->conf.ntiers; t++) {
+		if (!runs[t])
+			continue;
+		strbuf_printf(s, "%s%s:", s->len ? " " : "", fs->conf.tiers[t].name);
+		size_t start = s->len;
+		uint64_t shown = 0;
+		for (uint64_t i = 0; next_run(fs, in, nb, t, &i, &first, &last); shown++) {
+			char run[48];
+			int n = first == last
+				    ? snprintf(run, sizeof(run), "%llu", (unsigned long long)first)
+				    : snprintf(run, sizeof(run), "%llu-%llu",
+					       (unsigned long long)first, (unsigned long long)last);
+			if (s->len - start + (size_t)n + 1 > share) {
+				strbuf_printf(s, "%s...(+%llu)", shown ? "," : "",
+					      (unsigned long long)(runs[t] - shown));
+				break;
 			}
+			strbuf_printf(s, "%s%s", shown ? "," : "", run);
 		}
 	}
 }

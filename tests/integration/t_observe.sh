@@ -4,7 +4,8 @@
 # 8-block file over two tiers, a path rule putting gradient files in RAM,
 # user.tierfs.pin moving a file (and its new writes) and unpinning,
 # user.tierfs.tiers on the root, and the read-only MNT/.tierfs/ view (stats,
-# tiers/NAME/ listings).
+# tiers/NAME/ listings, which name only what they list); a block list over
+# the 64 KiB xattr limit, cut short per tier.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -161,6 +162,10 @@ want=$(xa user.tierfs.placement "$MNT/sparse" | tr ' ' '\n' | grep '^nvme0=' | c
 got=$(awk '$NF ~ /sparse/ {print $5}' "$T/ls0")
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "ls -l tiers/nvme0 shows the bytes held there ($got)" || fail "ls -l size '$got', placement says '$want'"
 grep -q 'gradient' "$T/ls0" && fail "gradient file (ram rule) listed under nvme0" || ok "gradient file not listed under nvme0"
+gview=${R#"$MNT"}/0_99_gradient_0_786432.tensor.swp
+check_fails "stat of the gradient file under tiers/nvme0 fails as ls says (ENOENT)" \
+	stat "$MNT/.tierfs/tiers/nvme0$gview"
+check "stat of the gradient file under tiers/ram works" stat "$MNT/.tierfs/tiers/ram$gview"
 # A user's lseek to any byte of a tier listing: whole entries, names it holds.
 names=$(ls -a "$MNT/.tierfs/tiers/nvme0/" | tr '\n' ' ')
 len=$(ls -a "$MNT/.tierfs/tiers/nvme0/" | awk '{ n += int((24 + length($0) + 7) / 8) * 8 } END { print n }')
@@ -186,4 +191,33 @@ check "after remount: f8 still all on nvme1 and intact" sh -c "cmp -s '$MNT/f8' 
 n0=$(nblocks nvme0 "$MNT/sparse") n1=$(nblocks nvme1 "$MNT/sparse")
 [ $((n0 + n1)) = 3 ] && ok "after remount: sparse file's 3 blocks on nvme tiers" || fail "after remount: sparse blocks nvme0=$n0 nvme1=$n1"
 check "unmount clean (2)" umount_fs
+
+# A list of runs over the kernel's 64 KiB xattr limit: 4 KiB blocks striped
+# 1:1, 64 MiB = 8192 one-block runs per tier. Each tier's list is cut short
+# with "...(+N)", and what it shows is right.
+rm -rf "$T/meta" "$T/nvme0" "$T/nvme1"
+two_tier_conf 4K >"$T/c4k.conf"
+mount_fs "$T/c4k.conf" || { fail "mount (4K blocks)"; tap_exit; exit 1; }
+head -c $((64 * MiB)) /dev/urandom >"$MNT/long"
+check "getfattr of a 16384-run block list works" getfattr -n user.tierfs.blocks "$MNT/long"
+xa user.tierfs.blocks "$MNT/long" >"$T/long.blocks"
+"$PY" - "$T/long.blocks" <<'PYEOF' && ok "cut lists: under 64 KiB, shown + left out = 8192 runs per tier, no block twice" || fail "cut block list wrong"
+import re, sys
+v = open(sys.argv[1]).read().strip()
+if len(v) > 65536:
+    print("# %d bytes" % len(v)); sys.exit(1)
+seen = set()
+for part in v.split(" "):
+    name, runs = part.split(":", 1)
+    m = re.fullmatch(r"((?:\d+,)*\d+),\.\.\.\(\+(\d+)\)", runs)
+    if not m:
+        print("# %s: not cut: %r" % (name, runs[-40:])); sys.exit(1)
+    shown = [int(x) for x in m.group(1).split(",")]
+    if len(shown) + int(m.group(2)) != 8192 or len({b % 2 for b in shown}) != 1:
+        print("# %s: %d shown + %s left" % (name, len(shown), m.group(2))); sys.exit(1)
+    if seen & set(shown):
+        print("# a block on two tiers"); sys.exit(1)
+    seen |= set(shown)
+PYEOF
+check "unmount clean (4K blocks)" umount_fs
 tap_exit
