@@ -58,6 +58,13 @@ static pthread_mutex_t g_commit_lock = PTHREAD_MUTEX_INITIALIZER;
  * fs->lock; g_sync_lock is taken before fs->lock. */
 static pthread_mutex_t g_sync_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_wb_epoch[CONF_MAX_TIERS] = {[0 ... CONF_MAX_TIERS - 1] = 1};
+/* Sync rounds begun and ended, and the last one's result: a caller whose
+ * write-backs completed before round R began is served by R, so fsyncs
+ * that queue behind a round share the next one (group commit) instead of
+ * each syncing every tier again. Written under g_sync_lock. */
+static _Atomic uint64_t g_rounds_begun;
+static uint64_t g_rounds_done;
+static int g_round_rc;
 
 static int pend_add(uint64_t ino, uint64_t idx)
 {
@@ -1564,7 +1571,15 @@ static int sync_tiers(struct fs *fs)
 	int n = fs->conf.ntiers;
 	uint64_t epoch[CONF_MAX_TIERS];
 	int err[CONF_MAX_TIERS] = {0};
+	uint64_t seen = atomic_load(&g_rounds_begun);
 	pthread_mutex_lock(&g_sync_lock);
+	if (g_rounds_done > seen) {
+		/* A round that began after our write-backs has ended. */
+		int rc = g_round_rc;
+		pthread_mutex_unlock(&g_sync_lock);
+		return rc;
+	}
+	uint64_t round = atomic_fetch_add(&g_rounds_begun, 1) + 1;
 	pthread_mutex_lock(&fs->lock);
 	for (int i = 0; i < n; i++)
 		epoch[i] = g_wb_epoch[i]++;
@@ -1590,6 +1605,8 @@ static int sync_tiers(struct fs *fs)
 				in->wb_first[i] = in->wb_last[i] <= epoch[i] ? 0 : epoch[i] + 1;
 			}
 	pthread_mutex_unlock(&fs->lock);
+	g_rounds_done = round;
+	g_round_rc = rc;
 	pthread_mutex_unlock(&g_sync_lock);
 	return rc;
 }
