@@ -198,8 +198,9 @@ static void entry_mark_dirty(struct fs *fs, struct centry *e)
 static void entry_drop(struct fs *fs, struct centry *e)
 {
 	struct inode *in = e->inode;
-	if (in && e->idx < in->nblocks && in->blocks[e->idx].ce == e)
-		in->blocks[e->idx].ce = NULL;
+	struct blk *b = in ? fs_blk(in, e->idx) : NULL;
+	if (b && b->ce == e)
+		b->ce = NULL;
 	if (e->dirty) {
 		fs->ndirty--;
 		in->ndirty--;
@@ -615,7 +616,7 @@ static bool cow_room(struct fs *fs, int t)
 /* Give block IDX of IN a slot on a persistent tier. Lock held. */
 static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 {
-	struct blk *b = &in->blocks[idx];
+	struct blk *b = fs_blk(in, idx); /* reserved by the caller */
 	if (b->tier != TIER_NONE)
 		return 0;
 	int pref = in->home;
@@ -636,7 +637,6 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 			pthread_mutex_unlock(&fs->lock);
 			cache_commit(fs);
 			pthread_mutex_lock(&fs->lock);
-			b = &in->blocks[idx];
 			if (b->tier != TIER_NONE)
 				return 0;
 			memset(full, 0, sizeof(full));
@@ -671,13 +671,13 @@ enum get_mode {
 static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
 		     struct centry **out)
 {
-	int rc = fs_map_reserve(fs, in, idx + 1);
+	int rc = fs_map_reserve(fs, in, idx);
 	if (rc)
 		return rc;
+	struct blk *b = fs_blk(in, idx);
 	/* GET_WRITE_HEAD was chosen against this size. */
 	uint64_t size0 = in->attr.size;
 	for (;;) {
-		struct blk *b = &in->blocks[idx];
 		struct centry *e = b->ce;
 		if (e) {
 			if (e->state == CE_LOADING) {
@@ -709,10 +709,10 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 		}
 		if ((rc = entry_alloc(fs, &e)))
 			return rc;
-		b = &in->blocks[idx]; /* the lock was maybe dropped: re-check */
-		/* A pin (cache_pin) that moved the file meanwhile did not see
-		 * this entry: choose again under its new home, or the entry
-		 * stays pinned in RAM, or unpinned with no durable slot. */
+		/* entry_alloc may have dropped the lock: re-check. A pin
+		 * (cache_pin) that moved the file meanwhile did not see this
+		 * entry: choose again under its new home, or the entry stays
+		 * pinned in RAM, or unpinned with no durable slot. */
 		if (b->ce || in->home != home) {
 			entry_release_slot(fs, e);
 			continue;
@@ -812,7 +812,7 @@ static void read_ahead(struct fs *fs, struct inode *in, uint64_t first, uint64_t
 	if (!seq || fs->learned || !fs->stripe.n)
 		return;
 	uint64_t window = READAHEAD_PER_TIER * (uint64_t)fs->stripe.n;
-	for (uint64_t i = last + 1; i <= last + window && i < in->nblocks; i++) {
+	for (uint64_t i = last + 1; i <= last + window; i++) {
 		if (fs->prefetch_inflight >= fs->prefetch_max + window)
 			break;
 		if (i * fs->bs >= in->attr.size || cache_prefetch(fs, in, i, UINT64_MAX) < 0)
@@ -1004,12 +1004,10 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
  * block was zeroed by the caller through write_locked. */
 static int drop_blocks_from(struct fs *fs, struct inode *in, uint64_t from)
 {
-	for (uint64_t i = from; i < in->nblocks; i++) {
-		struct blk *b = &in->blocks[i];
-		while (b->ce && (b->ce->flushing || b->ce->state == CE_LOADING || b->ce->refs)) {
+	fs_for_each_blk (in, i, from) {
+		struct blk *b = fs_blk(in, i);
+		while (b->ce && (b->ce->flushing || b->ce->state == CE_LOADING || b->ce->refs))
 			wait_unreferenced(fs);
-			b = &in->blocks[i];
-		}
 		if (b->ce)
 			entry_drop(fs, b->ce);
 		if (b->tier != TIER_NONE) {
@@ -1043,7 +1041,8 @@ static int resize_locked(struct fs *fs, struct inode *in, uint64_t size)
 		 * from here (setattr does at once): a kill -9 before the
 		 * zeroed block was written back left them to reappear when
 		 * the file grew again. So it goes first. */
-		if (!volatile_inode(in) && in->blocks[size / fs->bs].tier != TIER_NONE &&
+		struct blk *cut = fs_blk(in, size / fs->bs);
+		if (!volatile_inode(in) && cut && cut->tier != TIER_NONE &&
 		    (rc = flush_block_wait(fs, in, size / fs->bs)))
 			/* The tail is zeroed already: the shrink goes on, and
 			 * the block stays dirty, written back later. */
@@ -1089,12 +1088,10 @@ int cache_forget_inode(struct fs *fs, struct inode *in)
 	if (rc)
 		return rc;
 	/* The block records went with the inode's LMDB record: free now. */
-	for (uint64_t i = 0; i < in->nblocks; i++) {
-		struct blk *b = &in->blocks[i];
-		while (b->ce && (b->ce->flushing || b->ce->state == CE_LOADING || b->ce->refs)) {
+	fs_for_each_blk (in, i, 0) {
+		struct blk *b = fs_blk(in, i);
+		while (b->ce && (b->ce->flushing || b->ce->state == CE_LOADING || b->ce->refs))
 			wait_unreferenced(fs);
-			b = &in->blocks[i];
-		}
 		if (b->ce)
 			entry_drop(fs, b->ce);
 		if (b->tier != TIER_NONE)
@@ -1121,8 +1118,10 @@ uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes)
 	if (fs_inode_load_map(fs, in))
 		return 0;
 	uint64_t total = 0;
-	for (uint64_t i = 0; i < in->nblocks && i * fs->bs < in->attr.size; i++) {
-		int t = fs_block_tier(fs, &in->blocks[i]);
+	fs_for_each_blk (in, i, 0) {
+		if (i * fs->bs >= in->attr.size)
+			break;
+		int t = fs_block_tier(fs, fs_blk(in, i));
 		if (t < 0)
 			continue;
 		uint64_t n = in->attr.size - i * fs->bs;
@@ -1202,10 +1201,8 @@ static struct centry *readahead_victim(struct fs *fs)
 
 int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at)
 {
-	if (idx >= in->nblocks)
-		return 0;
-	struct blk *b = &in->blocks[idx];
-	if (b->ce || b->tier == TIER_NONE || b->csum == 0)
+	struct blk *b = fs_blk(in, idx);
+	if (!b || b->ce || b->tier == TIER_NONE || b->csum == 0)
 		return 0;
 	struct prefetch_io *p = calloc(1, sizeof(*p));
 	if (!p)
@@ -1276,7 +1273,7 @@ static void flush_done(struct tier_io *io)
 	struct centry *e = f->e;
 	pthread_mutex_lock(&fs->lock);
 	struct inode *in = e->inode;
-	struct blk *b = &in->blocks[e->idx];
+	struct blk *b = fs_blk(in, e->idx);
 	e->flushing = false;
 	in->nflushing--;
 	int err = io->result;
@@ -1345,7 +1342,7 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 		return rc;
 	if (!e->dirty || e->flushing || e->refs != refs)
 		return -EAGAIN;
-	struct blk *b = &in->blocks[e->idx];
+	struct blk *b = fs_blk(in, e->idx);
 	struct flush_io *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
@@ -1401,18 +1398,19 @@ static void batch_wait(struct fs *fs, struct flush_batch *batch)
  * or user holds it. Lock held (dropped while waiting). */
 static int flush_block(struct fs *fs, struct inode *in, uint64_t i, struct flush_batch *batch)
 {
-	struct centry *e = in->blocks[i].ce;
+	struct blk *b = fs_blk(in, i);
+	struct centry *e = b ? b->ce : NULL;
 	if (!e || !e->dirty)
 		return 0;
 	int rc;
 	do {
 		while (e && (e->flushing || e->refs)) {
 			wait_unreferenced(fs);
-			e = in->blocks[i].ce;
+			e = b->ce;
 		}
 		rc =
 		    e && e->dirty && !e->flushing ? flush_start(fs, e, batch, TIER_PRIO_DEMAND) : 0;
-		e = in->blocks[i].ce;
+		e = b->ce;
 	} while (rc == -EAGAIN);
 	return rc;
 }
@@ -1450,7 +1448,7 @@ static int commit_locked(struct fs *fs)
 			skip[i] = true;
 			continue;
 		}
-		struct blk *b = pend[i].idx < in->nblocks ? &in->blocks[pend[i].idx] : NULL;
+		struct blk *b = fs_blk(in, pend[i].idx);
 		if (!b || b->tier == TIER_NONE || b->csum == 0) {
 			/* No block, or a slot given but not written yet: either
 			 * way the committed record (whose slot may be freed in
@@ -1624,8 +1622,10 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 	int rc = 0;
 	if (!volatile_inode(in)) {
 		for (int pass = 0; pass < 2 && !rc; pass++) {
-			for (uint64_t i = 0; i < in->nblocks && !rc; i++)
-				rc = flush_block(fs, in, i, &batch);
+			fs_for_each_blk (in, i, 0) {
+				if ((rc = flush_block(fs, in, i, &batch)))
+					break;
+			}
 			batch_wait(fs, &batch);
 			if (in->ndirty == 0)
 				break;
@@ -1705,8 +1705,10 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 	int rc = fs_inode_load_map(fs, in);
 	in->home = tier;
 	cache_rehome(fs, in);
-	for (uint64_t i = 0; !rc && i < in->nblocks && i * fs->bs < in->attr.size; i++) {
-		struct blk *b = &in->blocks[i];
+	fs_for_each_blk (in, i, 0) {
+		if (rc || i * fs->bs >= in->attr.size)
+			break;
+		struct blk *b = fs_blk(in, i);
 		if (b->tier == TIER_NONE && !b->ce)
 			continue;
 		if (b->tier == tier)
@@ -1717,7 +1719,6 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 			continue;
 		while (e->flushing)
 			pthread_cond_wait(&fs->cond, &fs->lock);
-		b = &in->blocks[i];
 		if (tier == fs->ram) {
 			if (b->tier != TIER_NONE) {
 				defer_free(fs, b->tier, b->slot);
@@ -1738,9 +1739,11 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 	pthread_mutex_lock(&fs->lock);
 	uint64_t left = 0;
 	if (tier != fs->ram)
-		for (uint64_t i = 0; i < in->nblocks; i++)
-			if (in->blocks[i].tier != TIER_NONE && in->blocks[i].tier != tier)
+		fs_for_each_blk (in, i, 0) {
+			uint16_t t = fs_blk(in, i)->tier;
+			if (t != TIER_NONE && t != tier)
 				left++;
+		}
 	pthread_mutex_unlock(&fs->lock);
 	if (left) {
 		TFS_LOG("pin inode %llu to tier %s: %llu blocks found no free slot there",
@@ -1755,11 +1758,12 @@ void cache_rehome(struct fs *fs, struct inode *in)
 {
 	if (in->home == fs->ram)
 		return;
-	for (uint64_t i = 0; i < in->nblocks; i++) {
-		struct centry *e = in->blocks[i].ce;
+	fs_for_each_blk (in, i, 0) {
+		struct blk *b = fs_blk(in, i);
+		struct centry *e = b->ce;
 		if (e && e->pinned) {
 			entry_unpin(fs, e);
-			if (in->blocks[i].tier == TIER_NONE && e->state == CE_VALID)
+			if (b->tier == TIER_NONE && e->state == CE_VALID)
 				entry_mark_dirty(fs, e);
 		}
 	}

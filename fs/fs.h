@@ -27,11 +27,16 @@
 
 #define TIER_NONE 0xffff
 
-/* Blocks of one file at most (16 TiB at 1 MiB blocks): the block map is an
- * array, so one write at a huge offset would otherwise allocate a map
- * entry for every block before it; and the learner's keys hold 24 bits of
- * block index. Beyond: EFBIG. */
+/* Blocks of one file at most (16 TiB at 1 MiB blocks): the learner's keys
+ * hold 24 bits of block index. Beyond: EFBIG. */
 #define FS_MAX_BLOCKS (1ull << 24)
+
+/* The block map is a table of chunks of FS_MAP_CHUNK records, a chunk
+ * allocated when one of its blocks is first written or loaded: a write at
+ * a huge offset costs one chunk (16 KiB), not a record for every block
+ * before it, and walks over the map skip a chunk of holes at a time. */
+#define FS_MAP_CHUNK_SHIFT 9
+#define FS_MAP_CHUNK	   (1ull << FS_MAP_CHUNK_SHIFT)
 
 /* One block of a file, in memory. Guarded by fs->lock. */
 struct blk {
@@ -62,14 +67,39 @@ struct inode {
 	uint64_t wb_first[CONF_MAX_TIERS];
 	uint64_t wb_last[CONF_MAX_TIERS]; /* epoch of its latest write-back there */
 	int wb_err;
-	int home;	    /* rule/pin target tier (config index), -1 = stripe */
-	struct blk *blocks; /* indexed by block number, nblocks long */
-	uint64_t nblocks;
+	int home;	     /* rule/pin target tier (config index), -1 = stripe */
+	struct blk **chunks; /* block map (fs_blk), NULL = a chunk of holes */
+	uint64_t nchunks;
+	uint64_t nblocks;    /* nchunks * FS_MAP_CHUNK: no block at or beyond */
 	uint64_t ndirty;     /* dirty cached blocks */
 	uint64_t nflushing;  /* blocks being written back */
 	uint64_t ra_next;    /* block a sequential reader asks for next (readahead) */
 	struct inode *hnext; /* inode hash chain */
 };
+
+/* Block IDX's record, or NULL for a hole in a chunk never written. A
+ * record does not move while its inode lives. Lock held. */
+static inline struct blk *fs_blk(const struct inode *in, uint64_t idx)
+{
+	uint64_t c = idx >> FS_MAP_CHUNK_SHIFT;
+	if (c >= in->nchunks || !in->chunks[c])
+		return NULL;
+	return &in->chunks[c][idx & (FS_MAP_CHUNK - 1)];
+}
+
+/* The first block from IDX on that has a record, nblocks if none. */
+static inline uint64_t fs_blk_next(const struct inode *in, uint64_t idx)
+{
+	for (uint64_t c = idx >> FS_MAP_CHUNK_SHIFT; c < in->nchunks;
+	     c++, idx = c << FS_MAP_CHUNK_SHIFT)
+		if (in->chunks[c])
+			return idx;
+	return in->nblocks;
+}
+
+/* Each block number I of IN from FROM on that has a record. */
+#define fs_for_each_blk(in, i, from)                                                               \
+	for (uint64_t i = fs_blk_next(in, from); i < (in)->nblocks; i = fs_blk_next(in, i + 1))
 
 enum ce_state {
 	CE_LOADING, /* buf is being filled (tier read, whole-block write); wait */
@@ -191,10 +221,12 @@ struct freed_slot {
 extern struct fs *g_fs;
 
 /* inode.c */
-int fs_inode_get(struct fs *fs, uint64_t ino, struct inode **out);     /* lock held; loads */
-struct inode *fs_inode_find(struct fs *fs, uint64_t ino);	       /* lock held; cached only */
-int fs_inode_load_map(struct fs *fs, struct inode *in);		       /* lock held */
-int fs_map_reserve(struct fs *fs, struct inode *in, uint64_t nblocks); /* lock held */
+int fs_inode_get(struct fs *fs, uint64_t ino, struct inode **out); /* lock held; loads */
+struct inode *fs_inode_find(struct fs *fs, uint64_t ino);	   /* lock held; cached only */
+int fs_inode_load_map(struct fs *fs, struct inode *in);		   /* lock held */
+/* Make block IDX's record exist (a hole until set). Lock held. */
+int fs_map_reserve(struct fs *fs, struct inode *in, uint64_t idx);
+void fs_map_free(struct inode *in);
 void fs_inode_drop(struct fs *fs, struct inode *in); /* lock held: remove from table, free */
 int fs_attr_to_stat(struct fs *fs, const struct inode *in, struct stat *st);
 int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size); /* no lock needed */

@@ -124,29 +124,47 @@ void fs_inode_drop(struct fs *fs, struct inode *in)
 	if (*pp)
 		*pp = in->hnext;
 	fs->ninodes--;
-	free(in->blocks);
+	fs_map_free(in);
 	free(in);
 }
 
-int fs_map_reserve(struct fs *fs, struct inode *in, uint64_t n)
+void fs_map_free(struct inode *in)
+{
+	for (uint64_t c = 0; c < in->nchunks; c++)
+		free(in->chunks[c]);
+	free(in->chunks);
+	in->chunks = NULL;
+	in->nchunks = in->nblocks = 0;
+}
+
+int fs_map_reserve(struct fs *fs, struct inode *in, uint64_t idx)
 {
 	(void)fs;
-	if (n <= in->nblocks)
-		return 0;
-	if (n > FS_MAX_BLOCKS)
+	if (idx >= FS_MAX_BLOCKS)
 		return -EFBIG;
-	uint64_t cap = in->nblocks ? in->nblocks : 8;
-	while (cap < n)
-		cap *= 2;
-	if (cap > FS_MAX_BLOCKS)
-		cap = FS_MAX_BLOCKS;
-	struct blk *nb = realloc(in->blocks, cap * sizeof(*nb));
-	if (!nb)
-		return -ENOMEM;
-	for (uint64_t i = in->nblocks; i < cap; i++)
-		nb[i] = (struct blk){.tier = TIER_NONE};
-	in->blocks = nb;
-	in->nblocks = cap;
+	uint64_t c = idx >> FS_MAP_CHUNK_SHIFT;
+	if (c >= in->nchunks) {
+		uint64_t cap = in->nchunks ? in->nchunks : 8;
+		while (cap <= c)
+			cap *= 2;
+		if (cap > FS_MAX_BLOCKS >> FS_MAP_CHUNK_SHIFT)
+			cap = FS_MAX_BLOCKS >> FS_MAP_CHUNK_SHIFT;
+		struct blk **nc = realloc(in->chunks, cap * sizeof(*nc));
+		if (!nc)
+			return -ENOMEM;
+		memset(nc + in->nchunks, 0, (cap - in->nchunks) * sizeof(*nc));
+		in->chunks = nc;
+		in->nchunks = cap;
+		in->nblocks = cap << FS_MAP_CHUNK_SHIFT;
+	}
+	if (!in->chunks[c]) {
+		struct blk *b = malloc(FS_MAP_CHUNK * sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		for (uint64_t i = 0; i < FS_MAP_CHUNK; i++)
+			b[i] = (struct blk){.tier = TIER_NONE};
+		in->chunks[c] = b;
+	}
 	return 0;
 }
 
@@ -167,14 +185,15 @@ static int load_block(uint64_t idx, const struct meta_block *b, void *arg)
 		c->err = -EIO;
 		return 1;
 	}
-	int rc = fs_map_reserve(c->fs, c->in, idx + 1);
+	int rc = fs_map_reserve(c->fs, c->in, idx);
 	if (rc) {
 		c->err = rc;
 		return 1;
 	}
-	c->in->blocks[idx].tier = (uint16_t)t;
-	c->in->blocks[idx].slot = b->slot;
-	c->in->blocks[idx].csum = b->csum;
+	struct blk *r = fs_blk(c->in, idx);
+	r->tier = (uint16_t)t;
+	r->slot = b->slot;
+	r->csum = b->csum;
 	return 0;
 }
 
@@ -210,9 +229,11 @@ int fs_attr_to_stat(struct fs *fs, const struct inode *in, struct stat *st)
 	st->st_size = (off_t)a->size;
 	st->st_blksize = (blksize_t)fs->bs;
 	uint64_t used = 0;
-	for (uint64_t i = 0; i < in->nblocks; i++)
-		if (in->blocks[i].tier != TIER_NONE || in->blocks[i].ce)
+	fs_for_each_blk (in, i, 0) {
+		const struct blk *b = fs_blk(in, i);
+		if (b->tier != TIER_NONE || b->ce)
 			used++;
+	}
 	st->st_blocks = (blkcnt_t)(used * (fs->bs / 512));
 	st->st_atim.tv_sec = a->atime_sec;
 	st->st_atim.tv_nsec = a->atime_nsec;

@@ -361,7 +361,7 @@ void fs_unmount_finish(struct fs *fs)
 		struct inode *in = fs->itab[h];
 		while (in) {
 			struct inode *next = in->hnext;
-			free(in->blocks);
+			fs_map_free(in);
 			free(in);
 			in = next;
 		}

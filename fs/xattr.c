@@ -33,12 +33,17 @@
 static bool next_run(struct fs *fs, struct inode *in, uint64_t nb, int t, uint64_t *i,
 		     uint64_t *first, uint64_t *last)
 {
-	while (*i < nb && fs_block_tier(fs, &in->blocks[*i]) != t)
-		(*i)++;
-	if (*i == nb)
+	for (; *i < nb; (*i)++) {
+		const struct blk *b = fs_blk(in, *i);
+		if (!b)
+			*i = fs_blk_next(in, *i) - 1; /* over a chunk of holes */
+		else if (fs_block_tier(fs, b) == t)
+			break;
+	}
+	if (*i >= nb)
 		return false;
 	*first = *i;
-	while (*i < nb && fs_block_tier(fs, &in->blocks[*i]) == t)
+	for (const struct blk *b; *i < nb && (b = fs_blk(in, *i)) && fs_block_tier(fs, b) == t;)
 		(*i)++;
 	*last = *i - 1;
 	return true;

@@ -109,8 +109,18 @@ got = [err(os.pwrite, fd, b"x" * 4096, 1 << 46), err(os.ftruncate, fd, lim + 1),
 print(" ".join(got))
 sys.exit(got != ["EFBIG", "EFBIG", "EFBIG", "ok"])
 PYEOF
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$TIERFS_PID/status"; }
+rss0=$(rss)
 check "beyond 2^24 blocks: write, truncate, fallocate EFBIG; the last block writable" \
 	"$PY" "$T/big.py" "$MNT/d/big"
+rss1=$(rss)
+echo "# daemon RSS ${rss0} KiB before, ${rss1} KiB after a write at the last block"
+# A sparse block map: the write costs a chunk of records, not 2^24 of them
+# (512 MiB, which the daemon once allocated here).
+check "the write at the last block grew the daemon by < 64 MiB" \
+	test $((rss1 - rss0)) -lt 65536
+check "its block list names the one block" \
+	sh -c "getfattr --only-values -n user.tierfs.blocks '$MNT/d/big' | grep -qx '[a-z0-9]*:16777215'"
 check "the mount still works" cmp -s "$T/copy/f1" "$MNT/d/f1"
 rm -f "$MNT/d/big"
 check "unmount clean (2)" umount_fs
