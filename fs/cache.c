@@ -1011,10 +1011,13 @@ static int drop_blocks_from(struct fs *fs, struct inode *in, uint64_t from)
 		if (b->ce)
 			entry_drop(fs, b->ce);
 		if (b->tier != TIER_NONE) {
-			defer_free(fs, b->tier, b->slot);
+			/* Recorded first: on ENOMEM the block stays whole,
+			 * rather than its slot freed while the map still
+			 * points there, to be freed twice by the next try. */
 			int rc = pend_add(in->ino, i);
 			if (rc)
 				return rc;
+			defer_free(fs, b->tier, b->slot);
 			b->tier = TIER_NONE;
 		}
 	}
@@ -1720,11 +1723,16 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 		while (e->flushing)
 			pthread_cond_wait(&fs->cond, &fs->lock);
 		if (tier == fs->ram) {
+			/* The record's removal is queued before its slot is
+			 * freed, as in drop_blocks_from. */
+			if (b->tier != TIER_NONE && (rc = pend_add(in->ino, i))) {
+				entry_put(fs, e);
+				break;
+			}
 			if (b->tier != TIER_NONE) {
 				defer_free(fs, b->tier, b->slot);
 				b->tier = TIER_NONE;
 				b->csum = 0;
-				pend_add(in->ino, i);
 			}
 			entry_pin(fs, e);
 		}
