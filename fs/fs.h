@@ -228,7 +228,7 @@ int fs_inode_load_map(struct fs *fs, struct inode *in);		   /* lock held */
 int fs_map_reserve(struct fs *fs, struct inode *in, uint64_t idx);
 void fs_map_free(struct inode *in);
 void fs_inode_drop(struct fs *fs, struct inode *in); /* lock held: remove from table, free */
-int fs_attr_to_stat(struct fs *fs, const struct inode *in, struct stat *st);
+int fs_attr_to_stat(struct fs *fs, struct inode *in, struct stat *st);	/* lock held */
 int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size); /* no lock needed */
 int fs_tier_of_id(struct fs *fs, uint16_t id);
 int fs_name_in_dir(struct meta_txn *t, uint64_t parent, uint64_t ino, char *name);

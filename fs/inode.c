@@ -216,7 +216,7 @@ int fs_inode_load_map(struct fs *fs, struct inode *in)
 	return 0;
 }
 
-int fs_attr_to_stat(struct fs *fs, const struct inode *in, struct stat *st)
+int fs_attr_to_stat(struct fs *fs, struct inode *in, struct stat *st)
 {
 	const struct meta_inode *a = &in->attr;
 	memset(st, 0, sizeof(*st));
@@ -228,13 +228,21 @@ int fs_attr_to_stat(struct fs *fs, const struct inode *in, struct stat *st)
 	st->st_rdev = a->rdev;
 	st->st_size = (off_t)a->size;
 	st->st_blksize = (blksize_t)fs->bs;
+	/* st_blocks comes from the block map, which a remount loads only at
+	 * first use: 0 for a file with data made du say 0, and tar --sparse
+	 * archive it as all holes. Should the map not load, say "all
+	 * allocated", which is never worse than a copy of every byte. */
 	uint64_t used = 0;
-	fs_for_each_blk (in, i, 0) {
-		const struct blk *b = fs_blk(in, i);
-		if (b->tier != TIER_NONE || b->ce)
-			used++;
+	if (S_ISREG(a->mode) && fs_inode_load_map(fs, in)) {
+		st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+	} else {
+		fs_for_each_blk (in, i, 0) {
+			const struct blk *b = fs_blk(in, i);
+			if (b->tier != TIER_NONE || b->ce)
+				used++;
+		}
+		st->st_blocks = (blkcnt_t)(used * (fs->bs / 512));
 	}
-	st->st_blocks = (blkcnt_t)(used * (fs->bs / 512));
 	st->st_atim.tv_sec = a->atime_sec;
 	st->st_atim.tv_nsec = a->atime_nsec;
 	st->st_mtim.tv_sec = a->mtime_sec;
