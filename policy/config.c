@@ -937,7 +937,18 @@ static void finish_tiers(struct parse *p)
 						  t->path, strerror(errno));
 					return;
 				}
-				t->capacity = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+				/* Slabs are preallocated: free space alone would
+				 * shrink by the tier's own data at every mount,
+				 * until slots in use fall beyond the capacity. */
+				uint64_t held;
+				int rc = tier_posix_held(t->path, &held);
+				if (rc) {
+					key_error(p, tx->kline[TK_PATH], "path",
+						  "%s: cannot size the tier's slab files: %s",
+						  t->path, strerror(-rc));
+					return;
+				}
+				t->capacity = (uint64_t)vfs.f_bavail * vfs.f_frsize + held;
 			}
 			if (t->slab_size % c->block_size) {
 				key_error(p, tx->kline[TK_SLAB], "slab_size",

@@ -21,6 +21,7 @@
 #include "tiers/backend.h"
 #include "tiers/sched.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -70,6 +71,61 @@ struct posix_tier {
 static void slab_path(const struct posix_tier *pt, uint64_t idx, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/slab-%05" PRIu64 ".dat", pt->dir, idx);
+}
+
+/* Whether NAME is one of the files a tier keeps in its directory: a slab
+ * (slab-NNNNN.dat, as slab_path writes it, five digits or more) or the
+ * info file. */
+static bool tier_file_name(const char *name)
+{
+	if (!strcmp(name, INFO_NAME))
+		return true;
+	if (strncmp(name, "slab-", 5))
+		return false;
+	size_t n = strspn(name + 5, "0123456789");
+	return n >= 5 && !strcmp(name + 5 + n, ".dat");
+}
+
+int tier_posix_held(const char *dir, uint64_t *bytes)
+{
+	*bytes = 0;
+	DIR *d = opendir(dir);
+	if (!d) {
+		/* Not made yet: the tier's open creates it, holding nothing. */
+		if (errno == ENOENT)
+			return 0;
+		int e = errno;
+		fprintf(stderr, "tierfs: %s: cannot list: %s\n", dir, strerror(e));
+		return -e;
+	}
+	int rc = 0;
+	for (;;) {
+		errno = 0;
+		struct dirent *e = readdir(d);
+		if (!e) {
+			if (errno) {
+				rc = -errno;
+				fprintf(stderr, "tierfs: %s: cannot list: %s\n", dir,
+					strerror(-rc));
+			}
+			break;
+		}
+		if (!tier_file_name(e->d_name))
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
+			if (errno == ENOENT)
+				continue;
+			rc = -errno;
+			fprintf(stderr, "tierfs: %s/%s: cannot stat: %s\n", dir, e->d_name,
+				strerror(-rc));
+			break;
+		}
+		if (S_ISREG(st.st_mode))
+			*bytes += (uint64_t)st.st_blocks * 512;
+	}
+	closedir(d);
+	return rc;
 }
 
 /* Bytes the slab must hold: the last slab only covers the slots left. */

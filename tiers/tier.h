@@ -133,6 +133,12 @@ bool tier_is_direct(const struct tier *t);
 void *tier_ram_ptr(struct tier *t, uint64_t slot);
 #define TIER_RAM_HEADROOM 4096u
 
+/* Posix tier only: the bytes of disk space that the tier in DIR already
+ * holds (its slab files, preallocated, and tier.info), whether or not it is
+ * open. Free space plus this is what the tier could use if it had the file
+ * system to itself. A missing DIR holds 0. Returns 0 or -errno (logged). */
+int tier_posix_held(const char *dir, uint64_t *bytes);
+
 /* The checksum the codec uses, for callers that need to compute one. */
 uint64_t tier_checksum(const void *buf, size_t len);
 
