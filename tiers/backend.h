@@ -29,8 +29,10 @@ struct tier_backend {
 	int (*submit)(struct tier *t, struct tier_io *io);
 	int (*sync)(struct tier *t);
 	/* Optional: make a slot usable (posix: create its slab file). Called
-	 * by tier_alloc/tier_reserve, off the I/O path. 0 or -errno. */
-	int (*prepare_slot)(struct tier *t, uint64_t slot);
+	 * by tier_alloc (NEED_SPACE: the slot is new, its space must be there
+	 * now, -ENOSPC sends the block to another tier) and tier_reserve (the
+	 * slot holds a block already), off the I/O path. 0 or -errno. */
+	int (*prepare_slot)(struct tier *t, uint64_t slot, bool need_space);
 };
 
 extern const struct tier_backend tier_ram_backend;

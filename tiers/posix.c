@@ -36,6 +36,9 @@
 #define DEFAULT_SLAB_SIZE (1ULL << 30)
 #define INFO_NAME	  "tier.info"
 #define PROBE_NAME	  ".odirect-probe"
+/* How long a slab that could not grow for lack of space is not tried
+ * again. */
+#define FULL_RETRY_NS (1000ULL * 1000 * 1000)
 /* user_data of the NOP that tells the completion thread to exit. */
 #define STOP_TOKEN UINT64_MAX
 /* user_data of the ring timeout that resumes a queue held by the cap. */
@@ -54,6 +57,17 @@ struct posix_tier {
 	/* One fd per slab, -1 until the slab exists. Written under slab_lock,
 	 * read without it (atomic loads) on the I/O path. */
 	int *fds;
+	/* Per slab: preallocated to its full size, so that its free slots
+	 * may be allocated. A slab that a full disk kept from growing is
+	 * still open: the blocks it holds stay readable. Same locking as
+	 * fds. */
+	bool *grown;
+	/* After a failure to grow a slab for lack of space, allocations on
+	 * this tier fail at once until this time (tier_now_ns) instead of
+	 * trying a doomed fallocate under slab_lock for every block, and
+	 * only the first failure is logged. Under slab_lock. */
+	uint64_t full_until_ns;
+	bool full_logged;
 	pthread_mutex_t slab_lock;
 
 	/* sq_lock guards the submission side of ring, sched, timer_armed and
@@ -143,8 +157,15 @@ static int open_flags(const struct posix_tier *pt)
 	return O_RDWR | O_CLOEXEC | (pt->direct ? O_DIRECT : 0);
 }
 
+static bool no_space(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT;
+}
+
 /* Grow fd to len bytes with real blocks allocated, so later writes never
- * allocate (or hit ENOSPC) on the I/O path. */
+ * allocate (or hit ENOSPC) on the I/O path. Lack of space (-ENOSPC,
+ * -EDQUOT) is left to the caller to report: it is routine on a full
+ * tier. */
 static int preallocate(struct posix_tier *pt, int fd, uint64_t len, const char *path)
 {
 	struct stat st;
@@ -159,52 +180,89 @@ static int preallocate(struct posix_tier *pt, int fd, uint64_t len, const char *
 		return 0;
 	int e = errno;
 	if (e != EOPNOTSUPP) {
-		tier_log(pt->t, "%s: cannot preallocate %" PRIu64 " bytes: %s", path, len,
-			 strerror(e));
+		if (!no_space(-e))
+			tier_log(pt->t, "%s: cannot preallocate %" PRIu64 " bytes: %s", path, len,
+				 strerror(e));
 		return -e;
 	}
 	if (ftruncate(fd, (off_t)len)) {
 		e = errno;
-		tier_log(pt->t, "%s: cannot extend to %" PRIu64 " bytes: %s", path, len,
-			 strerror(e));
+		if (!no_space(-e))
+			tier_log(pt->t, "%s: cannot extend to %" PRIu64 " bytes: %s", path, len,
+				 strerror(e));
 		return -e;
 	}
 	return 0;
 }
 
-/* Open (create) and preallocate slab idx if it is not open yet. */
-static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot)
+/* Make slab idx usable for slot: open it (creating it if need be) and,
+ * with NEED_SPACE (the slot is being allocated), preallocate it. A slot
+ * that already holds a block needs only the fd. A slab this call created
+ * and could not preallocate is removed again: left behind, empty or with
+ * part of its allocation, it would eat the free space and be grown again
+ * at every mount. */
+static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool need_space)
 {
-	if (__atomic_load_n(&pt->fds[idx], __ATOMIC_ACQUIRE) >= 0)
+	if (__atomic_load_n(&pt->fds[idx], __ATOMIC_ACQUIRE) >= 0 &&
+	    (!need_space || __atomic_load_n(&pt->grown[idx], __ATOMIC_ACQUIRE)))
 		return 0;
 	int rc = 0;
 	char path[PATH_MAX + 32];
 	slab_path(pt, idx, path, sizeof(path));
 	pthread_mutex_lock(&pt->slab_lock);
-	if (pt->fds[idx] >= 0)
+	int fd = pt->fds[idx];
+	if (fd >= 0 && (!need_space || pt->grown[idx]))
 		goto out;
-	int fd = open(path, open_flags(pt) | O_CREAT, 0644);
+	if (need_space && pt->full_until_ns && tier_now_ns() < pt->full_until_ns) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	bool created = false;
 	if (fd < 0) {
-		rc = -errno;
-		tier_log(pt->t, "slot %" PRIu64 ": cannot create slab %s: %s", slot, path,
-			 strerror(-rc));
-		goto out;
+		fd = open(path, open_flags(pt) | O_CREAT | O_EXCL, 0644);
+		if (fd >= 0)
+			created = true;
+		else if (errno == EEXIST)
+			fd = open(path, open_flags(pt));
+		if (fd < 0) {
+			rc = -errno;
+			tier_log(pt->t, "slot %" PRIu64 ": cannot create slab %s: %s", slot, path,
+				 strerror(-rc));
+			goto out;
+		}
 	}
 	rc = preallocate(pt, fd, slab_bytes(pt, idx), path);
-	if (rc) {
-		close(fd);
+	if (rc == 0) {
+		pt->full_until_ns = 0;
+		pt->full_logged = false;
+		__atomic_store_n(&pt->grown[idx], true, __ATOMIC_RELEASE);
+	} else if (no_space(rc)) {
+		pt->full_until_ns = tier_now_ns() + FULL_RETRY_NS;
+		if (!pt->full_logged)
+			tier_log(pt->t, "%s: no space to grow the slab to %" PRIu64 " bytes: %s",
+				 path, slab_bytes(pt, idx), strerror(-rc));
+		pt->full_logged = true;
+	}
+	if (rc && created && unlink(path))
+		tier_log(pt->t, "%s: cannot remove the slab that could not grow: %s", path,
+			 strerror(errno));
+	if (rc && (created || need_space)) {
+		if (pt->fds[idx] < 0)
+			close(fd);
 		goto out;
 	}
+	/* Not grown, but the slots it already holds are readable. */
+	rc = 0;
 	__atomic_store_n(&pt->fds[idx], fd, __ATOMIC_RELEASE);
 out:
 	pthread_mutex_unlock(&pt->slab_lock);
 	return rc;
 }
 
-static int posix_prepare_slot(struct tier *t, uint64_t slot)
+static int posix_prepare_slot(struct tier *t, uint64_t slot, bool need_space)
 {
 	struct posix_tier *pt = t->be_priv;
-	return ensure_slab(pt, slot / pt->slots_per_slab, slot);
+	return ensure_slab(pt, slot / pt->slots_per_slab, slot, need_space);
 }
 
 /* Whether the directory accepts O_DIRECT: some file systems refuse the
@@ -438,7 +496,7 @@ static int posix_submit(struct tier *t, struct tier_io *io)
 	}
 	/* Normally done by tier_alloc/tier_reserve; this covers callers that
 	 * write a slot they track themselves. */
-	int rc = ensure_slab(pt, io->slot / pt->slots_per_slab, io->slot);
+	int rc = ensure_slab(pt, io->slot / pt->slots_per_slab, io->slot, false);
 	if (rc)
 		return rc;
 	io->result = 0; /* bytes moved so far, until completion */
@@ -559,6 +617,7 @@ static void free_pt(struct posix_tier *pt)
 				close(pt->fds[i]);
 		free(pt->fds);
 	}
+	free(pt->grown);
 	if (pt->dirfd >= 0)
 		close(pt->dirfd);
 	pthread_mutex_destroy(&pt->slab_lock);
@@ -580,10 +639,21 @@ static int open_existing_slabs(struct posix_tier *pt)
 			return -e;
 		}
 		pt->fds[i] = fd;
-		/* The capacity may have grown since the slab was made. */
+		/* The capacity may have grown since the slab was made. A disk
+		 * too full to grow it is no reason to refuse the mount: the
+		 * blocks it holds stay readable, and its free slots are tried
+		 * again when allocated. */
 		int rc = preallocate(pt, fd, slab_bytes(pt, i), path);
+		if (no_space(rc)) {
+			tier_log(pt->t,
+				 "%s: no space to grow the slab to %" PRIu64
+				 " bytes (%s); its free slots wait for space",
+				 path, slab_bytes(pt, i), strerror(-rc));
+			continue;
+		}
 		if (rc)
 			return rc;
+		pt->grown[i] = true;
 	}
 	return 0;
 }
@@ -642,7 +712,8 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 	t->direct = pt->direct;
 
 	pt->fds = malloc(pt->nslabs * sizeof(int));
-	if (!pt->fds) {
+	pt->grown = calloc(pt->nslabs, sizeof(bool));
+	if (!pt->fds || !pt->grown) {
 		rc = -ENOMEM;
 		goto fail;
 	}

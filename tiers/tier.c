@@ -296,7 +296,7 @@ int64_t tier_alloc(struct tier *t)
 	if (slot < 0)
 		return slot;
 	if (t->be->prepare_slot) {
-		int rc = t->be->prepare_slot(t, (uint64_t)slot);
+		int rc = t->be->prepare_slot(t, (uint64_t)slot, true);
 		if (rc) {
 			bitmap_free(&t->slots, (uint64_t)slot);
 			return rc;
@@ -321,7 +321,7 @@ int tier_reserve(struct tier *t, uint64_t slot)
 	if (rc)
 		return rc;
 	if (t->be->prepare_slot) {
-		rc = t->be->prepare_slot(t, slot);
+		rc = t->be->prepare_slot(t, slot, false);
 		if (rc)
 			bitmap_free(&t->slots, slot);
 	}

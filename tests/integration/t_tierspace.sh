@@ -2,7 +2,8 @@
 # A posix tier on a small file system of its own (a tmpfs of fixed size):
 # its default capacity (no capacity key) does not shrink by what the tier
 # already holds, so a remount after filling it comes up with every file
-# intact.
+# intact. A slab that the full disk kept from growing is not left behind,
+# and one that cannot grow at mount does not stop the mount.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -88,6 +89,41 @@ if mountpoint -q "$MNT"; then
 	check "the capacity did not shrink by the tier's own slabs" test "$cap2" = "$cap1"
 	check "the file is intact" sh -c "sha256sum <'$MNT/f' | cmp -s - '$T/f.sum'"
 	check "unmount clean (2)" umount_fs
+fi
+
+slabs() { ls "$DISK" | grep -c '^slab-'; }
+
+# 2. The disk fills while a slab grows (capacity 1G on a 100M disk).
+disk 100M
+rm -rf "$T/meta"
+mkdir -p "$T/meta"
+conf "capacity = 1G" >"$T/c.conf"
+mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+check "write 80 MiB (3 slabs of 32 MiB)" says ok write 80 "$MNT/f"
+sha256sum <"$MNT/f" >"$T/f.sum"
+check "80 MiB more: ENOSPC (the 4th slab does not fit)" says ENOSPC write 80 "$MNT/g"
+rm -f "$MNT/g"
+ls -ls "$DISK" | sed 's/^/# /'
+check "the slab that could not grow is not left behind (3 slabs)" says 3 slabs
+check "unmount clean (3)" umount_fs
+check "remount after ENOSPC (was: a leftover slab failed the mount)" mount_fs "$T/c.conf"
+if mountpoint -q "$MNT"; then
+	check "the file is intact (2)" sh -c "sha256sum <'$MNT/f' | cmp -s - '$T/f.sum'"
+	check "unmount clean (4)" umount_fs
+fi
+# A slab that cannot grow at mount (an empty one, as a capacity that grew
+# would make): the mount comes up, and allocation in it fails with ENOSPC
+# until the disk has room.
+: >"$DISK/slab-00003.dat"
+check "remount with a slab the disk has no room to grow" mount_fs "$T/c.conf"
+if mountpoint -q "$MNT"; then
+	check "the file is intact (3)" sh -c "sha256sum <'$MNT/f' | cmp -s - '$T/f.sum'"
+	check "writing past the grown slabs: ENOSPC" says ENOSPC write 40 "$MNT/h"
+	rm -f "$MNT/h"
+	mount -o remount,size=200M "$DISK"
+	sleep 1.2 # a slab that could not grow is not tried again for 1 s
+	check "once the disk has room, the slab grows" says ok write 40 "$MNT/h"
+	check "unmount clean (5)" umount_fs
 fi
 
 tap_exit
