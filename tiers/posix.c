@@ -265,41 +265,72 @@ static int posix_prepare_slot(struct tier *t, uint64_t slot, bool need_space)
 	return ensure_slab(pt, slot / pt->slots_per_slab, slot, need_space);
 }
 
+/* An aligned O_DIRECT read from fd: 1 if the file system takes it, 0 if it
+ * refuses (EINVAL), -errno for any other failure. Needs no space. */
+static int probe_read(struct posix_tier *pt, int fd, void *buf, const char *path)
+{
+	if (pread(fd, buf, 4096, 0) >= 0)
+		return 1;
+	int e = errno;
+	if (e == EINVAL)
+		return 0;
+	tier_log(pt->t, "%s: probe read failed: %s", path, strerror(e));
+	return -e;
+}
+
 /* Whether the directory accepts O_DIRECT: some file systems refuse the
  * open, others the first aligned write, both with EINVAL. 1 yes, 0 no,
- * -errno for any other failure. */
+ * -errno for any other failure. On a full disk (the probe file cannot be
+ * made or written) an aligned read decides: a full disk must not stop a
+ * mount whose slabs are all in place. */
 static int probe_direct(struct posix_tier *pt)
 {
 	char path[PATH_MAX + 32];
+	void *buf = NULL;
+	if (posix_memalign(&buf, 4096, 4096))
+		return -ENOMEM;
+	memset(buf, 0, 4096);
+	int rc = 1;
 	snprintf(path, sizeof(path), "%s/%s", pt->dir, PROBE_NAME);
 	int fd = open(path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		int e = errno;
-		if (e == EINVAL)
-			return 0;
-		tier_log(pt->t, "%s: cannot create: %s", path, strerror(e));
-		return -e;
-	}
-	int rc = 1;
-	void *buf = NULL;
-	if (posix_memalign(&buf, 4096, 4096)) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	memset(buf, 0, 4096);
-	if (pwrite(fd, buf, 4096, 0) != 4096) {
-		int e = errno;
 		if (e == EINVAL) {
 			rc = 0;
+		} else if (e == ENOSPC || e == EDQUOT) {
+			/* check_info has made tier.info by now. */
+			snprintf(path, sizeof(path), "%s/%s", pt->dir, INFO_NAME);
+			fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+			if (fd >= 0) {
+				rc = probe_read(pt, fd, buf, path);
+				close(fd);
+			} else if (errno == EINVAL) {
+				rc = 0;
+			} else {
+				rc = -errno;
+				tier_log(pt->t, "%s: cannot open: %s", path, strerror(-rc));
+			}
 		} else {
-			tier_log(pt->t, "%s: probe write failed: %s", path, strerror(e));
+			tier_log(pt->t, "%s: cannot create: %s", path, strerror(e));
 			rc = -e;
 		}
+		free(buf);
+		return rc;
 	}
-out:
+	ssize_t n = pwrite(fd, buf, 4096, 0);
+	if (n < 0 && (errno == ENOSPC || errno == EDQUOT)) {
+		rc = probe_read(pt, fd, buf, path);
+	} else if (n < 0 && errno == EINVAL) {
+		rc = 0;
+	} else if (n != 4096) {
+		rc = n < 0 ? -errno : -EIO;
+		tier_log(pt->t, "%s: probe write failed: %s", path,
+			 n < 0 ? strerror(-rc) : "short write");
+	}
 	free(buf);
 	close(fd);
-	unlink(path);
+	if (unlink(path))
+		tier_log(pt->t, "%s: cannot remove: %s", path, strerror(errno));
 	return rc;
 }
 

@@ -3,7 +3,8 @@
 # its default capacity (no capacity key) does not shrink by what the tier
 # already holds, so a remount after filling it comes up with every file
 # intact. A slab that the full disk kept from growing is not left behind,
-# and one that cannot grow at mount does not stop the mount.
+# and one that cannot grow at mount does not stop the mount. Nor does a
+# disk that is full when every slab is in place.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -125,5 +126,25 @@ if mountpoint -q "$MNT"; then
 	check "once the disk has room, the slab grows" says ok write 40 "$MNT/h"
 	check "unmount clean (5)" umount_fs
 fi
+
+# 3. The disk fills (by another file) while unmounted, every slab in place.
+disk 64M
+rm -rf "$T/meta"
+mkdir -p "$T/meta"
+conf "capacity = 32M" >"$T/c.conf"
+mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+check "write 8 MiB" says ok write 8 "$MNT/f"
+sha256sum <"$MNT/f" >"$T/f.sum"
+check "unmount clean (6)" umount_fs
+head -c 64M /dev/zero >"$DISK/filler" 2>/dev/null
+df -k "$DISK" | sed 's/^/# /'
+check "remount on a full disk (was: the O_DIRECT probe's write failed it)" \
+	mount_fs "$T/c.conf"
+if mountpoint -q "$MNT"; then
+	check "the file is intact (4)" sh -c "sha256sum <'$MNT/f' | cmp -s - '$T/f.sum'"
+	check "its slab still takes writes" says ok write 8 "$MNT/g"
+	check "unmount clean (7)" umount_fs
+fi
+check "the probe file is not left behind" test ! -e "$DISK/.odirect-probe"
 
 tap_exit
