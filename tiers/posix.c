@@ -68,6 +68,8 @@ struct posix_tier {
 	 * only the first failure is logged. Under slab_lock. */
 	uint64_t full_until_ns;
 	bool full_logged;
+	/* files_gone has logged (atomic). */
+	bool gone_logged;
 	pthread_mutex_t slab_lock;
 
 	/* sq_lock guards the submission side of ring, sched, timer_armed and
@@ -805,6 +807,43 @@ static void posix_close(struct tier *t)
 	free_pt(pt);
 }
 
+/* Whether the tier directory or an open slab was removed while mounted
+ * (rm -rf of the tier): fdatasync of an unlinked file succeeds, yet no
+ * later mount finds what it holds. -EIO then (logged the first time),
+ * else 0 or the -errno of a failed fstat. */
+static int files_gone(struct posix_tier *pt)
+{
+	struct stat st;
+	const char *what = NULL;
+	char path[PATH_MAX + 32];
+	if (fstat(pt->dirfd, &st)) {
+		int e = errno;
+		tier_log(pt->t, "%s: fstat failed: %s", pt->dir, strerror(e));
+		return -e;
+	}
+	if (st.st_nlink == 0)
+		what = pt->dir;
+	for (uint64_t i = 0; i < pt->nslabs && !what; i++) {
+		int fd = __atomic_load_n(&pt->fds[i], __ATOMIC_ACQUIRE);
+		if (fd < 0)
+			continue;
+		slab_path(pt, i, path, sizeof(path));
+		if (fstat(fd, &st)) {
+			int e = errno;
+			tier_log(pt->t, "%s: fstat failed: %s", path, strerror(e));
+			return -e;
+		}
+		if (st.st_nlink == 0)
+			what = path;
+	}
+	if (!what)
+		return 0;
+	if (!__atomic_exchange_n(&pt->gone_logged, true, __ATOMIC_RELAXED))
+		tier_log(pt->t, "%s was removed while mounted: the blocks written there are lost",
+			 what);
+	return -EIO;
+}
+
 static int posix_sync(struct tier *t)
 {
 	struct posix_tier *pt = t->be_priv;
@@ -823,7 +862,8 @@ static int posix_sync(struct tier *t)
 		rc = -errno;
 		tier_log(t, "%s: fsync of the directory failed: %s", pt->dir, strerror(-rc));
 	}
-	return rc;
+	int gone = files_gone(pt);
+	return gone ? gone : rc;
 }
 
 const struct tier_backend tier_posix_backend = {

@@ -7,6 +7,8 @@
 # after it is durable as usual. A truncate to 0 and a rewrite end it.
 # With two tiers, only the files written back to the failing one are
 # charged: the fsync of a file on the other tier still returns 0.
+# A tier directory removed while mounted (rm -rf) fails fsync the same
+# way: fdatasync of the unlinked slabs succeeds, but no mount finds them.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -74,4 +76,19 @@ unset SYNCFAIL_FLAG SYNCFAIL_PATH
 check "remount (two tiers)" mount_fs "$T/c2.conf"
 check "after remount: the file on the good tier is whole" want_file "$MNT/zero" 6
 check "unmount clean (4)" umount_fs
+
+rm -rf "$T/meta" "$T/nvme0" "$T/nvme1"
+default_conf >"$T/c.conf"
+check "mount (tier to be removed)" mount_fs "$T/c.conf"
+check "fsync before the tier directory is removed: 0" fsync_says ok "$MNT/a" 1
+rm -rf "$T/nvme0"
+check "tier directory removed: fsync of a new file: EIO (was 0)" fsync_says EIO "$MNT/b" 2
+check "tier directory removed: rewrite and fsync: EIO (was 0)" fsync_says EIO "$MNT/a" 3
+check "the log names the removed directory" \
+	grep -qF "tier nvme0: $T/nvme0 was removed while mounted" "$T/daemon.log"
+fusermount3 -u "$MNT"
+wait "$TIERFS_PID"
+echo "# daemon exit status after its tier was removed: $?"
+TIERFS_PID=
+check "no sanitizer report" sh -c "! grep -qE 'Sanitizer|runtime error' '$T/daemon.log'"
 tap_exit
