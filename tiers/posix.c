@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -721,6 +722,24 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 		rc = -errno;
 		tier_log(t, "cannot open directory %s: %s", pt->dir, strerror(-rc));
 		goto fail;
+	}
+	/* Two daemons (with different metadata) on one tier would hand out the
+	 * same slots and overwrite each other's blocks. Held until dirfd is
+	 * closed, at tier_close or exit. */
+	if (flock(pt->dirfd, LOCK_EX | LOCK_NB)) {
+		rc = -errno;
+		if (rc == -EWOULDBLOCK) {
+			tier_log(t, "%s is in use by another tierfs", pt->dir);
+			rc = -EBUSY;
+			goto fail;
+		}
+		/* Some parallel file systems are mounted without flock. */
+		if (rc != -ENOLCK && rc != -EOPNOTSUPP && rc != -ENOSYS) {
+			tier_log(t, "%s: cannot lock: %s", pt->dir, strerror(-rc));
+			goto fail;
+		}
+		tier_log(t, "%s: cannot lock (%s): nothing keeps another tierfs from using it",
+			 pt->dir, strerror(-rc));
 	}
 	rc = check_info(pt, p);
 	if (rc)

@@ -269,4 +269,22 @@ check "tier fails to open: nothing mounted, no sanitizer report" run_daemon "$T/
 check "tier fails to open: exit status 1 (was 139, a crash)" test "$rc" -eq 1
 check "tier fails to open: message" grep -qF "tierfs: $T/huge.conf: cannot start: " "$T/err"
 
+# A second daemon (its own metadata) on a tier directory that a mounted one
+# uses: refused, naming the tier and the directory, not mounted.
+mkdir -p "$T/mnt2" "$T/meta1" "$T/meta2"
+for k in 1 2; do
+	sed "s|^\[tier ram\]|[mount]\nmetadata = $T/meta$k\n&|" "$T/good.conf" >"$T/share$k.conf"
+done
+check "a daemon on the tier directory" mount_fs "$T/share1.conf"
+rc=0
+timeout -k 5 20 "$TIERFS_BIN" "$T/share2.conf" "$T/mnt2" >"$T/out" 2>"$T/err" || rc=$?
+check "a second daemon on the same tier directory: nothing mounted" sh -c "! mountpoint -q '$T/mnt2'"
+mountpoint -q "$T/mnt2" && { fusermount3 -u "$T/mnt2" || umount -l "$T/mnt2"; }
+check "a second daemon on the same tier directory: exit status 1 (was 0)" test "$rc" -eq 1
+check "a second daemon on the same tier directory: message" \
+	grep -qF "tierfs: tier nvme0: $T/nvme0 is in use by another tierfs" "$T/err"
+check "the first daemon unmounts clean" umount_fs
+check "once it is gone, the second daemon mounts" mount_fs "$T/share2.conf"
+check "and unmounts clean" umount_fs
+
 tap_exit
