@@ -222,7 +222,7 @@ static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool 
 	}
 	bool created = false;
 	if (fd < 0) {
-		fd = open(path, open_flags(pt) | O_CREAT | O_EXCL, 0644);
+		fd = open(path, open_flags(pt) | O_CREAT | O_EXCL, 0600);
 		if (fd >= 0)
 			created = true;
 		else if (errno == EEXIST)
@@ -295,7 +295,7 @@ static int probe_direct(struct posix_tier *pt)
 	memset(buf, 0, 4096);
 	int rc = 1;
 	snprintf(path, sizeof(path), "%s/%s", pt->dir, PROBE_NAME);
-	int fd = open(path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+	int fd = open(path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		int e = errno;
 		if (e == EINVAL) {
@@ -390,7 +390,7 @@ static int check_info(struct posix_tier *pt, const struct tier_params *p)
 	/* Write-then-rename so a crash never leaves a half-written info. */
 	char tmp[PATH_MAX + 40];
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		int e = errno;
 		tier_log(t, "%s: cannot create: %s", tmp, strerror(e));

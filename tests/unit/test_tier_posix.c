@@ -629,6 +629,16 @@ static void test_capacity(void **state)
 		assert_true(tier_alloc(t) >= 0);
 	assert_int_equal(tier_alloc(t), -ENOSPC);
 	assert_int_equal(count_slabs(), 1);
+	/* Optimizer state: readable only by the daemon's user, whatever the
+	 * mount's own permissions. */
+	char path[128];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/slab-00000.dat", dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	snprintf(path, sizeof(path), "%s/tier.info", dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
 	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 9, buf, NULL), 0);
 	tier_close(t);
 
