@@ -1113,7 +1113,9 @@ static void set_defaults(struct config *c)
 		t->weight = 1;
 		t->direct = -1;
 		t->queue_depth = 8;
-		t->slab_size = GIB;
+		/* 0: the tier keeps the slab size it was formatted with (a
+		 * new one gets 1G), so the key can be left out once set. */
+		t->slab_size = 0;
 	}
 }
 

@@ -35,7 +35,7 @@ struct conf_tier {
 	bool weight_set;	  /* weight given: it overrides measured bandwidth */
 	int direct;		  /* -1 auto (default), 0 no, 1 yes */
 	unsigned queue_depth;	  /* default 8 */
-	uint64_t slab_size;	  /* posix: default 1G */
+	uint64_t slab_size;	  /* posix: 0 (default) = as formatted, new: 1G */
 	uint64_t bandwidth_read;  /* bytes/s, 0 = auto (measure at mount) */
 	uint64_t bandwidth_write; /* bytes/s, 0 = auto */
 	uint64_t max_bandwidth;	  /* bytes/s cap, 0 = none */

@@ -4,7 +4,8 @@
 # already holds, so a remount after filling it comes up with every file
 # intact. A slab that the full disk kept from growing is not left behind,
 # and one that cannot grow at mount does not stop the mount. Nor does a
-# disk that is full when every slab is in place.
+# disk that is full when every slab is in place. Without a slab_size key the
+# tier keeps the slab size it was formatted with.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -146,5 +147,15 @@ if mountpoint -q "$MNT"; then
 	check "unmount clean (7)" umount_fs
 fi
 check "the probe file is not left behind" test ! -e "$DISK/.odirect-probe"
+
+# 4. slab_size left out: the tier keeps the 32M it was formatted with.
+rm -f "$DISK/filler"
+conf "capacity = 32M" | grep -v '^slab_size' >"$T/c.conf"
+check "remount without the slab_size key (was: formatted with 32M, config says 1G)" \
+	mount_fs "$T/c.conf"
+if mountpoint -q "$MNT"; then
+	check "the file is intact (5)" sh -c "sha256sum <'$MNT/f' | cmp -s - '$T/f.sum'"
+	check "unmount clean (8)" umount_fs
+fi
 
 tap_exit
