@@ -201,9 +201,10 @@ int meta_open(const char *dir, struct meta **out)
 		rc = fail(m, "mdb_env_set_maxreaders", rc);
 		goto err;
 	}
-	/* NOSYNC: durability comes from meta_sync() at fsync/unmount, not every
-	 * commit (see meta.h). NOTLS: read txns may cross worker threads. */
-	if ((rc = mdb_env_open(m->env, dir, MDB_NOSYNC | MDB_NOTLS, 0600)) != 0) {
+	/* NOMETASYNC: consistency after a power loss, durability from
+	 * meta_sync() at fsync/unmount (see meta.h). NOTLS: read txns may
+	 * cross worker threads. */
+	if ((rc = mdb_env_open(m->env, dir, MDB_NOMETASYNC | MDB_NOTLS, 0600)) != 0) {
 		rc = fail(m, "mdb_env_open", rc);
 		goto err;
 	}

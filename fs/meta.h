@@ -11,10 +11,13 @@
  *   blocks  (ino, block index) -> struct meta_block
  * Integer key parts are big-endian so cursors walk them in order.
  *
- * Every change happens inside a write transaction; commits are not fsynced
- * (MDB_NOSYNC) so a daemon crash loses nothing committed while a power loss
- * may lose recent commits; meta_sync() forces everything to disk (fsync,
- * unmount). All functions return 0 or -errno (-ENOENT for a missing key).
+ * Every change happens inside a write transaction. A commit syncs its data
+ * pages but not the meta page (MDB_NOMETASYNC): a daemon crash loses
+ * nothing committed, and a power loss may undo the last commit but never
+ * leaves a tree whose pages were not written (MDB_NOSYNC could: LMDB then
+ * reuses pages of the last synced tree before the next sync, and the disk
+ * may get a meta page before the pages it names). meta_sync() makes
+ * everything durable (fsync, unmount). All functions return 0 or -errno (-ENOENT for a missing key).
  * A struct meta_txn is used by one thread at a time; LMDB allows one write
  * transaction at a time (others block in meta_txn_begin) and many readers.
  */

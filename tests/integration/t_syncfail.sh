@@ -9,6 +9,7 @@
 # charged: the fsync of a file on the other tier still returns 0.
 # A tier directory removed while mounted (rm -rf) fails fsync the same
 # way: fdatasync of the unlinked slabs succeeds, but no mount finds them.
+# A failing metadata flush makes namespace changes fail, never half-land.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -76,6 +77,23 @@ unset SYNCFAIL_FLAG SYNCFAIL_PATH
 check "remount (two tiers)" mount_fs "$T/c2.conf"
 check "after remount: the file on the good tier is whole" want_file "$MNT/zero" 6
 check "unmount clean (4)" umount_fs
+
+# The metadata disk's flush fails: a commit syncs its LMDB pages before the
+# page that points to them (else a power loss could leave a tree of pages
+# never written), so the create fails rather than lands unflushed.
+export SYNCFAIL_FLAG="$T/fail" SYNCFAIL_PATH="$T/meta/"
+mount_shimmed syncfail "$T/c2.conf" || { fail "mount (metadata flush fails)"; tap_exit; exit 1; }
+touch "$SYNCFAIL_FLAG"
+check_fails "metadata flush fails: a create fails" touch "$MNT/new"
+check_fails "metadata flush fails: no file left by the failed create" test -e "$MNT/new"
+rm -f "$SYNCFAIL_FLAG"
+check "metadata flushes again: the create works" touch "$MNT/new2"
+check "unmount clean (5)" umount_fs
+unset SYNCFAIL_FLAG SYNCFAIL_PATH
+check "remount (after the metadata failures)" mount_fs "$T/c2.conf"
+check_fails "after remount: no file from the failed create" test -e "$MNT/new"
+check "after remount: the later create is there" test -e "$MNT/new2"
+check "unmount clean (6)" umount_fs
 
 rm -rf "$T/meta" "$T/nvme0" "$T/nvme1"
 default_conf >"$T/c.conf"
