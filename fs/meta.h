@@ -17,9 +17,10 @@
  * leaves a tree whose pages were not written (MDB_NOSYNC could: LMDB then
  * reuses pages of the last synced tree before the next sync, and the disk
  * may get a meta page before the pages it names). meta_sync() makes
- * everything durable (fsync, unmount). All functions return 0 or -errno (-ENOENT for a missing key).
- * A struct meta_txn is used by one thread at a time; LMDB allows one write
- * transaction at a time (others block in meta_txn_begin) and many readers.
+ * everything durable (fsync, unmount). All functions return 0 or -errno
+ * (-ENOENT for a missing key). A struct meta_txn is used by one thread at
+ * a time; LMDB allows one write transaction at a time (others block in
+ * meta_txn_begin) and many readers.
  */
 #ifndef TIERFS_META_H
 #define TIERFS_META_H
