@@ -576,6 +576,8 @@ static int cmd_bench(struct args *a)
 	uint64_t sub = (n + 7) / 8;
 	if (tu_init_dir(dir, TU_LAYOUT_NATIVE, n, sub, TU_BF16, 0, 1, msg, sizeof(msg)))
 		die("bench: init %s: %s", dir, msg);
+	/* rec[0]: the full runs, rec[1]: the I/O-only ones; each gathers the
+	 * steady-state steps of all BENCH_REPS runs of its kind. */
 	struct bench_rec rec[2];
 	memset(rec, 0, sizeof(rec));
 	double io_cores = 0;
@@ -590,7 +592,8 @@ static int cmd_bench(struct args *a)
 		o.no_compute = pass % 2;
 		o.first_step = 1;
 		struct tu_ctx *c;
-		if (tu_open(&c, dir, &o) || tu_run(c, BENCH_STEPS, NULL, bench_step, &rec[pass]))
+		if (tu_open(&c, dir, &o) ||
+		    tu_run(c, BENCH_STEPS, NULL, bench_step, &rec[o.no_compute]))
 			die("bench: pipeline: %s", c ? tu_errmsg(c) : "out of memory");
 		tu_close(c);
 		if (pass % 2)
@@ -600,8 +603,8 @@ static int cmd_bench(struct args *a)
 	double gb = (double)(rec[0].st[0].bytes_read + rec[0].st[0].bytes_written) / 1e9;
 	double io = median(&rec[1], 0), comp = median(&rec[0], 1), wall = median(&rec[0], 0);
 	printf("pipeline over %s: %" PRIu64 " params in 8 sub-groups, %.2f GB moved per step "
-	       "(medians of steps 2..%d of %d runs each)\n",
-	       dir, (uint64_t)n, gb, BENCH_STEPS - 1, BENCH_REPS);
+	       "(medians of steps 2..%d of %d runs each: %d I/O-only and %d full steps)\n",
+	       dir, (uint64_t)n, gb, BENCH_STEPS - 1, BENCH_REPS, rec[1].n, rec[0].n);
 	printf("  I/O only %.3f s (%.2f GB/s), update only %.3f s, pipelined step %.3f s\n", io,
 	       gb / io, comp, wall);
 	printf("  efficiency max(io, update)/wall = %.2f\n", (io > comp ? io : comp) / wall);

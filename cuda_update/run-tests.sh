@@ -115,5 +115,11 @@ else
 	fi
 fi
 
+# bench: the medians take every steady-state step of every run (3 runs of
+# each kind, steps 2..4); the counts it prints show how many it used.
+mkdir -p "$TMP/bench"
+check "bench medians use every run" 0 'medians of .*: 9 I/O-only and 9 full steps' \
+	"$U" bench --params 64k --threads 1 --dir "$TMP/bench"
+
 echo "1..$N"
 [ $FAILED -eq 0 ]
