@@ -7,7 +7,6 @@
 #include "cuda_update/tierfs_update.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -80,10 +79,12 @@ static const char usage[] =
     "bench measures CPU Adam throughput against a STREAM-triad bandwidth measured\n"
     "in the same run (bound: bandwidth / 28 B per param), and the pipeline's\n"
     "overlap: max(I/O-only time, update time) / step wall time over a directory\n"
-    "in /dev/shm (or --dir).\n"
+    "in a private temporary directory inside /dev/shm (or --dir), removed\n"
+    "afterwards; nothing else in that directory is touched.\n"
     "  --params N          parameters (default 32M)\n"
     "  --threads N         threads (default: online CPUs)\n"
-    "  --dir DIR           directory for the pipeline part (default /dev/shm/...)\n"
+    "  --dir DIR           where the pipeline part makes its temporary directory\n"
+    "                      DIR/tierfs-update-bench.XXXXXX (default /dev/shm)\n"
     "\n"
     "Exit status: 0 success, 2 bad usage or failure (the message says which file).\n";
 
@@ -471,12 +472,29 @@ static double cpu_seconds(void)
 	       (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
+/* Removes the files tu_init_dir() wrote into the bench's private directory,
+ * then the directory, by name: a recursive delete would also take whatever
+ * else ended up there. Returns 0 or -errno, having said on stderr which path
+ * could not be removed. */
+static int bench_cleanup(const char *dir, uint64_t nsub)
 {
-	(void)sb;
-	(void)flag;
-	(void)f;
-	return remove(p);
+	char path[4200];
+	static const char *ext[] = {"state", "grad"};
+	int rc = 0;
+	for (uint64_t i = 0; i < nsub; i++)
+		for (int k = 0; k < 2; k++) {
+			snprintf(path, sizeof(path), "%s/sg-%05" PRIu64 ".%s", dir, i, ext[k]);
+			if (unlink(path) < 0 && errno != ENOENT) {
+				rc = -errno;
+				fprintf(stderr, "tierfs-update: bench: %s: %s\n", path,
+					strerror(errno));
+			}
+		}
+	if (rmdir(dir) < 0) {
+		rc = -errno;
+		fprintf(stderr, "tierfs-update: bench: %s: %s\n", dir, strerror(errno));
+	}
+	return rc;
 }
 
 /* Steps 2..BENCH_STEPS-1 are steady state: the next step's first read and the
@@ -565,17 +583,21 @@ static int cmd_bench(struct args *a)
 		printf("cuda: skipped (%s)\n", why);
 	}
 
-	/* Pipeline: native layout, 8 sub-groups. */
-	char dirbuf[256];
-	const char *dir = a->bench_dir;
-	if (!dir) {
-		snprintf(dirbuf, sizeof(dirbuf), "/dev/shm/tierfs-update-bench.%d", (int)getpid());
-		dir = dirbuf;
-	}
+	/* Pipeline: native layout, 8 sub-groups, in a private directory made
+	 * inside --dir: the user's directory may hold anything, even a model
+	 * whose sg-*.state files the bench must not overwrite. */
+	const char *base = a->bench_dir ? a->bench_dir : "/dev/shm";
+	char dir[4096];
+	if (snprintf(dir, sizeof(dir), "%s/tierfs-update-bench.XXXXXX", base) >= (int)sizeof(dir))
+		die("bench: --dir %s: path too long", base);
+	if (!mkdtemp(dir))
+		die("bench: --dir %s: cannot create a directory in it: %s", base, strerror(errno));
 	char msg[512] = "";
-	uint64_t sub = (n + 7) / 8;
-	if (tu_init_dir(dir, TU_LAYOUT_NATIVE, n, sub, TU_BF16, 0, 1, msg, sizeof(msg)))
+	uint64_t sub = (n + 7) / 8, nsub = (n + sub - 1) / sub;
+	if (tu_init_dir(dir, TU_LAYOUT_NATIVE, n, sub, TU_BF16, 0, 1, msg, sizeof(msg))) {
+		bench_cleanup(dir, nsub);
 		die("bench: init %s: %s", dir, msg);
+	}
 	/* rec[0]: the full runs, rec[1]: the I/O-only ones; each gathers the
 	 * steady-state steps of all BENCH_REPS runs of its kind. */
 	struct bench_rec rec[2];
@@ -593,16 +615,22 @@ static int cmd_bench(struct args *a)
 		o.first_step = 1;
 		struct tu_ctx *c;
 		if (tu_open(&c, dir, &o) ||
-		    tu_run(c, BENCH_STEPS, NULL, bench_step, &rec[o.no_compute]))
-			die("bench: pipeline: %s", c ? tu_errmsg(c) : "out of memory");
+		    tu_run(c, BENCH_STEPS, NULL, bench_step, &rec[o.no_compute])) {
+			snprintf(msg, sizeof(msg), "%s", c ? tu_errmsg(c) : "out of memory");
+			tu_close(c);
+			bench_cleanup(dir, nsub);
+			die("bench: pipeline: %s", msg);
+		}
 		tu_close(c);
 		if (pass % 2)
 			io_cores += (cpu_seconds() - c0) / (now() - w0) / BENCH_REPS;
 	}
-	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	if (bench_cleanup(dir, nsub))
+		die("bench: could not remove its directory %s", dir);
 	double gb = (double)(rec[0].st[0].bytes_read + rec[0].st[0].bytes_written) / 1e9;
 	double io = median(&rec[1], 0), comp = median(&rec[0], 1), wall = median(&rec[0], 0);
-	printf("pipeline over %s: %" PRIu64 " params in 8 sub-groups, %.2f GB moved per step "
+	printf("pipeline over %s (removed): %" PRIu64
+	       " params in 8 sub-groups, %.2f GB moved per step "
 	       "(medians of steps 2..%d of %d runs each: %d I/O-only and %d full steps)\n",
 	       dir, (uint64_t)n, gb, BENCH_STEPS - 1, BENCH_REPS, rec[1].n, rec[0].n);
 	printf("  I/O only %.3f s (%.2f GB/s), update only %.3f s, pipelined step %.3f s\n", io,

@@ -117,9 +117,22 @@ fi
 
 # bench: the medians take every steady-state step of every run (3 runs of
 # each kind, steps 2..4); the counts it prints show how many it used.
-mkdir -p "$TMP/bench"
+# bench --dir works in a private directory inside DIR and removes only that:
+# a model and other files already in DIR stay as they were.
+"$U" init "$TMP/bench" --params 1000 --subgroup 1000 >/dev/null
+echo keep >"$TMP/bench/unrelated.txt"
+sum0=$(cksum <"$TMP/bench/sg-00000.state")
 check "bench medians use every run" 0 'medians of .*: 9 I/O-only and 9 full steps' \
 	"$U" bench --params 64k --threads 1 --dir "$TMP/bench"
+if [ -f "$TMP/bench/unrelated.txt" ] && [ "$(cksum <"$TMP/bench/sg-00000.state" 2>&1)" = "$sum0" ] &&
+	[ -z "$(find "$TMP/bench" -name 'tierfs-update-bench.*')" ]; then
+	tap ok "cli: bench --dir leaves the directory's files alone"
+else
+	echo "# $TMP/bench after bench: $(ls "$TMP/bench" 2>&1 | tr '\n' ' ')"
+	tap fail "cli: bench --dir leaves the directory's files alone"
+fi
+check "bench --dir missing names it" 2 "bench: --dir $TMP/nope: cannot create" \
+	"$U" bench --params 64k --threads 1 --dir "$TMP/nope"
 
 echo "1..$N"
 [ $FAILED -eq 0 ]
