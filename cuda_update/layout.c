@@ -112,6 +112,11 @@ static int scan_native(const char *dir, struct tu_layout_info *li, char *msg, si
 				    "%s: %" PRIu64 " steps applied but sg-00000.state has %" PRIu64
 				    " (interrupted run?)",
 				    path, h.step, h0.step);
+		if (h.numel == 0 || h.numel > TU_MAX_NUMEL)
+			return fail(msg, len, -EINVAL,
+				    "%s: header says %" PRIu64
+				    " params, not in 1..2^40 (corrupted header?)",
+				    path, h.numel);
 		if ((rc = check_size(path, TU_HDR_BYTES + 12 * h.numel, msg, len)))
 			return rc;
 		s->numel = h.numel;
@@ -256,9 +261,10 @@ static int scan_deepspeed(const char *dir, int rank, struct tu_layout_info *li, 
 			rc = fail(msg, len, -errno, "%s: %s", path, strerror(errno));
 			goto out;
 		}
-		if (st.st_size == 0 || st.st_size % 4) {
+		if (st.st_size == 0 || st.st_size % 4 || (uint64_t)st.st_size / 4 > TU_MAX_NUMEL) {
 			rc = fail(msg, len, -EINVAL,
-				  "%s: size %" PRIu64 " bytes, expected a non-zero multiple of 4",
+				  "%s: size %" PRIu64
+				  " bytes, expected a non-zero multiple of 4 up to 2^42",
 				  path, (uint64_t)st.st_size);
 			goto out;
 		}

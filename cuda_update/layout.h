@@ -30,6 +30,11 @@
 #define TU_NATIVE_VERSION 1
 #define TU_HDR_BYTES	  4096
 #define TU_ALIGN	  4096
+/* Largest sub-group accepted (2^40 params, a 12 TiB state file): far beyond
+ * any real one, small enough that every size derived from numel (12*numel
+ * plus headers and alignment) stays far from 64-bit overflow, so a corrupted
+ * header is reported instead of wrapping around to a size that matches. */
+#define TU_MAX_NUMEL (UINT64_C(1) << 40)
 
 struct tu_native_hdr {
 	char magic[8];

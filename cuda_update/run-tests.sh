@@ -90,6 +90,10 @@ check "header step persists" 0 '^step 4: ' "$U" step "$D" --steps 2
 check "missing directory exits 2 naming it" 2 "$TMP/nope.*No such file" "$U" step "$TMP/nope" --steps 1
 truncate -s 100 "$D/sg-00002.grad"
 check "mis-sized file: name, found, expected" 2 'sg-00002.grad: size 100 bytes, expected 5200' "$U" step "$D" --steps 1
+"$U" init "$TMP/bad" --params 4096 --subgroup 2048 >/dev/null
+printf '\x80' | dd of="$TMP/bad/sg-00001.state" bs=1 seek=23 conv=notrunc status=none # numel bit 63
+check "corrupted numel exits 2 naming the file" 2 'sg-00001.state: header says .* params, not in' \
+	"$U" step "$TMP/bad" --steps 1
 if [[ $B == *-san ]]; then
 	tap ok "cli: out of memory is reported" "SKIP ASan reserves more address space than ulimit -v allows"
 else

@@ -392,6 +392,18 @@ static void test_errors_name_the_file(void **s)
 	snprintf(path, sizeof(path), "%s/sg-00000.grad", d);
 	assert_int_equal(unlink(path), 0);
 	expect_open_error(d, TU_LAYOUT_NATIVE, "sg-00000.grad", "No such file");
+	/* numel with bit 63 set: 12 * numel wraps around to the real size */
+	assert_int_equal(tu_init_dir(d, TU_LAYOUT_NATIVE, 4096, 2048, TU_BF16, 0, 1, msg, 256), 0);
+	snprintf(path, sizeof(path), "%s/sg-00001.state", d);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	uint64_t numel;
+	assert_int_equal(pread(fd, &numel, 8, offsetof(struct tu_native_hdr, numel)), 8);
+	numel ^= UINT64_C(1) << 63;
+	assert_int_equal(pwrite(fd, &numel, 8, offsetof(struct tu_native_hdr, numel)), 8);
+	assert_int_equal(close(fd), 0);
+	expect_open_error(d, TU_LAYOUT_NATIVE, "sg-00001.state: header says 9223372036854777856",
+			  "corrupted header");
 	rmtmp(d);
 	char *e = mktmp();
 	expect_open_error(e, TU_LAYOUT_DEEPSPEED, "rank0", NULL);
