@@ -51,8 +51,10 @@ static int check_size(const char *path, uint64_t want, char *msg, size_t len)
 void tu_layout_free(struct tu_layout_info *li)
 {
 	for (int i = 0; li->sub && i < li->nsub; i++) {
-		for (int j = 0; j < li->sub[i].nseg; j++)
+		for (int j = 0; j < li->sub[i].nseg; j++) {
 			free(li->sub[i].seg[j].path);
+			free(li->sub[i].seg[j].tmp_path);
+		}
 		free(li->sub[i].seg);
 		free(li->sub[i].name);
 	}
@@ -132,10 +134,13 @@ static int scan_native(const char *dir, struct tu_layout_info *li, char *msg, si
 		s->v_off = s->m_off + 4 * h.numel;
 		s->g_off = up(s->v_off + 4 * h.numel);
 		s->buf_bytes = up(s->g_off + 2 * h.numel);
-		s->seg[0] = (struct tu_seg){strdup(path), TU_HDR_BYTES + 12 * h.numel, 0, 1, 0};
+		s->seg[0] =
+		    (struct tu_seg){strdup(path), TU_HDR_BYTES + 12 * h.numel, 0, 1, 0, NULL};
+		if (asprintf(&s->seg[0].tmp_path, "%s.tmp", path) < 0)
+			s->seg[0].tmp_path = NULL;
 		snprintf(path, sizeof(path), "%s/sg-%05d.grad", dir, i);
-		s->seg[1] = (struct tu_seg){strdup(path), 2 * h.numel, s->g_off, 0, 0};
-		if (!s->seg[0].path || !s->seg[1].path)
+		s->seg[1] = (struct tu_seg){strdup(path), 2 * h.numel, s->g_off, 0, 0, NULL};
+		if (!s->seg[0].path || !s->seg[0].tmp_path || !s->seg[1].path)
 			return fail(msg, len, -ENOMEM, "out of memory");
 		if ((rc = check_size(path, 2 * h.numel, msg, len)))
 			return rc;
@@ -306,8 +311,10 @@ static int scan_deepspeed(const char *dir, int rank, struct tu_layout_info *li, 
 			}
 			if (k >= 3)
 				covered += x->n;
+			/* In place: DeepSpeed itself rewrites its swap files so. */
 			s->seg[k] = (struct tu_seg){
-			    strdup(path), want, k < 3 ? offs[k] : s->g_off + 4 * x->off, k < 3, 0};
+			    strdup(path), want, k < 3 ? offs[k] : s->g_off + 4 * x->off,
+			    k < 3,	  0,	NULL};
 			if (!s->seg[k].path) {
 				rc = fail(msg, len, -ENOMEM, "out of memory");
 				goto out;

@@ -9,6 +9,9 @@
  *                   The header carries magic, version, numel, the number of
  *                   steps applied (so bias correction survives restarts), the
  *                   sub-group index and count.
+ *                   The updater writes sg-NNNNN.state.tmp, syncs it and
+ *                   renames it over sg-NNNNN.state: a crash leaves each
+ *                   sub-group whole at the old step or at the new one.
  *   sg-NNNNN.grad   numel gradients in bf16 or fp16 (header's grad_dtype),
  *                   size exactly 2*numel; read-only for the updater.
  *   sg-NNNNN.param16  optional output (--param-copy): the updated params in
@@ -54,6 +57,10 @@ struct tu_seg {
 	uint64_t buf_off; /* TU_ALIGN aligned for the first segment of each array */
 	int write_back;	  /* state is written back; gradients are not */
 	int no_read;	  /* output only (the half-precision param copy) */
+	/* NULL: written in place. Otherwise the write-back goes to this file,
+	 * which is synced and renamed over path, so that a crash leaves either
+	 * the old or the new file, never a mix (native sg-NNNNN.state). */
+	char *tmp_path;
 };
 
 struct tu_subgroup {

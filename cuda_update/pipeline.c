@@ -23,6 +23,21 @@
  * RAM-backed file a read would otherwise complete inline inside
  * io_uring_submit() and serialize with the update.
  *
+ * Durability: every written file is fdatasync'ed (an io_uring fsync queued
+ * when its last write completes, so the pipeline does not stall on it), and
+ * the native sg-NNNNN.state is written whole to sg-NNNNN.state.tmp, synced,
+ * then renamed over the old one; the directory is fsync'ed before tu_run()
+ * returns. The header's step count thus always matches the data beside it: a
+ * kill or power loss leaves each sub-group entirely at its old or its new
+ * step. This costs no extra bytes, since the whole state file is rewritten
+ * every step anyway. DeepSpeed's swap files are rewritten in place, as
+ * DeepSpeed does.
+ *
+ * Fault injection for the tests: with TIERFS_UPDATE_CRASH_AFTER=N in the
+ * environment the process SIGKILLs itself right after the N-th write-back
+ * request (data write or fsync, with the rename that follows an fsync) has
+ * completed: a deterministic "crash in the middle of write-back".
+ *
  * Threading: one thread drives the ring and the order; the update itself may
  * fan out to --threads workers (adam_cpu.c) or to the GPU.
  */
@@ -33,10 +48,12 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <liburing.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,11 +62,19 @@
 
 struct slot;
 
-/* One open file of a slot's transfer; closed when its last op completes. */
+/* One open file of a slot's transfer; closed when its last op completes
+ * (a written file: once its fdatasync, queued after its last write, has
+ * completed, and it has been renamed to commit_to if that is set). */
 struct fileio {
 	const char *path;
 	int fd_direct, fd_buf, write, refs;
 	int direct_failed;
+	struct slot *slot;
+	const char *commit_to; /* rename path over this once synced */
+	const char *sg_name;   /* for messages */
+	int trunc;	       /* the next open truncates (fresh temporary file) */
+	int sync_queued;
+	mode_t mode;
 };
 
 struct op {
@@ -59,6 +84,7 @@ struct op {
 	uint64_t off;
 	size_t len, done;
 	int direct;
+	int fsync; /* an fdatasync of f, not a transfer */
 	struct op *next_retry;
 };
 
@@ -88,6 +114,8 @@ struct tu_ctx {
 	int err;
 	char msg[1024];
 	uint64_t bytes_read, bytes_written;
+	long crash_after; /* TIERFS_UPDATE_CRASH_AFTER, 0: off */
+	long writes_done;
 };
 
 static double now(void)
@@ -167,7 +195,7 @@ static int add_param_copy(struct tu_ctx *c)
 		char *path;
 		if (asprintf(&path, "%s/%s.param16", c->dir, g->name) < 0)
 			return set_err(c, -ENOMEM, "out of memory");
-		g->seg[g->nseg++] = (struct tu_seg){path, 2 * g->numel, g->copy_off, 1, 1};
+		g->seg[g->nseg++] = (struct tu_seg){path, 2 * g->numel, g->copy_off, 1, 1, NULL};
 		if (g->buf_bytes > c->li.max_buf_bytes)
 			c->li.max_buf_bytes = g->buf_bytes;
 	}
@@ -189,6 +217,15 @@ int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o)
 		return c->err = rc;
 	if (o->param_copy != TU_F32 && (rc = add_param_copy(c)))
 		return rc;
+	/* A crash during write-back leaves a partial temporary file behind:
+	 * the state file beside it is whole, the leftover is only space. */
+	for (int i = 0; i < c->li.nsub; i++)
+		for (int k = 0; k < c->li.sub[i].nseg; k++) {
+			const char *t = c->li.sub[i].seg[k].tmp_path;
+			if (t && unlink(t) < 0 && errno != ENOENT)
+				return set_err(c, -errno, "%s: remove stale temporary file: %s", t,
+					       strerror(errno));
+		}
 	if (o->layout == TU_LAYOUT_NATIVE)
 		c->base_step = o->first_step ? o->first_step - 1 : c->li.native_step;
 	else
@@ -233,6 +270,9 @@ int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o)
 		 * charged to the first step's I/O. */
 		memset(s->buf, 0, bytes);
 	}
+	const char *crash = getenv("TIERFS_UPDATE_CRASH_AFTER");
+	if (crash)
+		c->crash_after = strtol(crash, NULL, 10);
 	rc = io_uring_queue_init(RING_ENTRIES, &c->ring, 0);
 	if (rc)
 		return set_err(c, rc, "io_uring_queue_init: %s", strerror(-rc));
@@ -259,7 +299,10 @@ static void issue(struct tu_ctx *c, struct op *op)
 	if (!sqe)
 		return;
 	int fd = op->direct ? op->f->fd_direct : op->f->fd_buf;
-	if (op->f->write)
+	if (op->fsync)
+		io_uring_prep_fsync(sqe, op->f->fd_direct >= 0 ? op->f->fd_direct : op->f->fd_buf,
+				    IORING_FSYNC_DATASYNC);
+	else if (op->f->write)
 		io_uring_prep_write(sqe, fd, op->buf + op->done, (unsigned)(op->len - op->done),
 				    op->off + op->done);
 	else
@@ -269,21 +312,47 @@ static void issue(struct tu_ctx *c, struct op *op)
 	io_uring_sqe_set_data(sqe, op);
 }
 
+/* O_CREAT as DeepSpeed does (only the param copy can be missing); O_TRUNC
+ * only for the first open of a fresh temporary file, never for one that an
+ * earlier descriptor has written. */
+static int open_file(struct fileio *f, int direct)
+{
+	int flags = (f->write ? O_WRONLY | O_CREAT : O_RDONLY) | O_CLOEXEC;
+	if (f->write && f->trunc)
+		flags |= O_TRUNC;
+	int fd = open(f->path, flags | (direct ? O_DIRECT : 0), f->mode);
+	if (fd >= 0)
+		f->trunc = 0;
+	return fd;
+}
+
 static int open_buffered(struct tu_ctx *c, struct fileio *f)
 {
 	if (f->fd_buf >= 0)
 		return 0;
-	f->fd_buf = open(f->path, (f->write ? O_WRONLY | O_CREAT : O_RDONLY) | O_CLOEXEC, 0600);
+	f->fd_buf = open_file(f, 0);
 	if (f->fd_buf < 0)
-		return set_err(c, -errno, "%s: open for %s: %s", f->path,
-			       f->write ? "writing" : "reading", strerror(errno));
+		return set_err(c, -errno, "%s: open for %s (sub-group %s): %s", f->path,
+			       f->write ? "writing" : "reading", f->sg_name, strerror(errno));
 	return 0;
 }
 
-static void put_file(struct fileio *f)
+static int add_op(struct tu_ctx *c, struct slot *s, struct fileio *f, char *buf, uint64_t off,
+		  size_t len, int direct);
+
+/* Drops a reference to f. The last one of a written file queues its
+ * fdatasync (which holds a reference again) unless an error already ended
+ * the run; the file is closed once nothing refers to it. */
+static void put_file(struct tu_ctx *c, struct fileio *f)
 {
 	if (--f->refs > 0)
 		return;
+	if (f->write && !f->sync_queued && !c->err) {
+		f->sync_queued = 1;
+		add_op(c, f->slot, f, NULL, 0, 0, 0);
+		if (f->refs > 0)
+			return;
+	}
 	if (f->fd_direct >= 0)
 		close(f->fd_direct);
 	if (f->fd_buf >= 0)
@@ -291,13 +360,14 @@ static void put_file(struct fileio *f)
 	free(f);
 }
 
+/* len 0: an fdatasync of f. */
 static int add_op(struct tu_ctx *c, struct slot *s, struct fileio *f, char *buf, uint64_t off,
 		  size_t len, int direct)
 {
 	struct op *op = calloc(1, sizeof(*op));
 	if (!op)
 		return set_err(c, -ENOMEM, "out of memory queueing I/O on %s", f->path);
-	*op = (struct op){s, f, buf, off, len, 0, direct, NULL};
+	*op = (struct op){s, f, buf, off, len, 0, direct, len == 0, NULL};
 	f->refs++;
 	s->pending++;
 	issue(c, op);
@@ -326,30 +396,45 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 		struct fileio *f = calloc(1, sizeof(*f));
 		if (!f)
 			return set_err(c, -ENOMEM, "out of memory opening %s", seg->path);
-		*f = (struct fileio){seg->path, -1, -1, write, 1, 0};
+		*f = (struct fileio){.path = seg->path,
+				     .fd_direct = -1,
+				     .fd_buf = -1,
+				     .write = write,
+				     .refs = 1,
+				     .slot = s,
+				     .sg_name = g->name,
+				     .mode = 0600};
+		if (write && seg->tmp_path) {
+			/* The replacement keeps the permissions of the file
+			 * it replaces. */
+			struct stat st;
+			if (stat(seg->path, &st) == 0)
+				f->mode = st.st_mode & 07777;
+			f->path = seg->tmp_path;
+			f->commit_to = seg->path;
+			f->trunc = 1;
+		}
 		char *buf = s->buf + seg->buf_off;
 		uint64_t aligned = 0;
 		if (!c->o.buffered && ((uintptr_t)buf % TU_ALIGN) == 0) {
 			aligned = seg->bytes & ~(uint64_t)(TU_ALIGN - 1);
 			if (aligned) {
-				/* O_CREAT as DeepSpeed does (only the param copy
-				 * can be missing); never O_TRUNC. */
-				f->fd_direct = open(seg->path,
-						    (write ? O_WRONLY | O_CREAT : O_RDONLY) |
-							O_DIRECT | O_CLOEXEC,
-						    0600);
+				f->fd_direct = open_file(f, 1);
 				if (f->fd_direct < 0 && errno != EINVAL) {
 					int e = errno;
-					put_file(f);
-					return set_err(c, -e, "%s: open for %s: %s", seg->path,
-						       write ? "writing" : "reading", strerror(e));
+					f->write = 0; /* nothing written: no sync */
+					put_file(c, f);
+					return set_err(c, -e, "%s: open for %s (sub-group %s): %s",
+						       f->path, write ? "writing" : "reading",
+						       g->name, strerror(e));
 				}
 				if (f->fd_direct < 0)
 					aligned = 0; /* filesystem without O_DIRECT */
 			}
 		}
 		if (aligned < seg->bytes && open_buffered(c, f)) {
-			put_file(f);
+			f->write = 0;
+			put_file(c, f);
 			return c->err;
 		}
 		for (uint64_t o = 0; o < seg->bytes && !c->err;) {
@@ -363,16 +448,38 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 			c->bytes_written += seg->bytes;
 		else
 			c->bytes_read += seg->bytes;
-		put_file(f);
+		put_file(c, f);
 		if (c->err)
 			return c->err;
 	}
 	return 0;
 }
 
+/* The fdatasync of a written file completed: rename it into place. */
+static void synced(struct tu_ctx *c, struct fileio *f, int res)
+{
+	if (res < 0) {
+		set_err(c, res, "%s: fdatasync (sub-group %s): %s", f->path, f->sg_name,
+			strerror(-res));
+		return;
+	}
+	if (f->commit_to && rename(f->path, f->commit_to) < 0)
+		set_err(c, -errno, "%s: rename to %s (sub-group %s): %s", f->path, f->commit_to,
+			f->sg_name, strerror(errno));
+}
+
 static void complete(struct tu_ctx *c, struct op *op, int res)
 {
 	struct fileio *f = op->f;
+	if (op->fsync) {
+		if (res == -EINTR || res == -EAGAIN) {
+			op->next_retry = c->retry;
+			c->retry = op;
+			return;
+		}
+		synced(c, f, res);
+		goto done;
+	}
 	if (res == -EINVAL && op->direct && op->done == 0) {
 		/* O_DIRECT accepted at open but refused per request (some FUSE
 		 * and network filesystems): redo buffered. */
@@ -404,9 +511,32 @@ static void complete(struct tu_ctx *c, struct op *op, int res)
 			return;
 		}
 	}
+done:
 	op->slot->pending--;
-	put_file(f);
+	int write = f->write;
+	put_file(c, f);
 	free(op);
+	if (write && c->crash_after && ++c->writes_done == c->crash_after)
+		raise(SIGKILL);
+}
+
+/* The renames are in the directory: sync it so that they survive too. */
+static int sync_dir(struct tu_ctx *c)
+{
+	if (c->o.layout != TU_LAYOUT_NATIVE)
+		return 0;
+	int fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return set_err(c, -errno, "%s: open directory to sync it: %s", c->dir,
+			       strerror(errno));
+	if (fsync(fd) < 0) {
+		int e = errno;
+		close(fd);
+		return set_err(c, -e, "%s: fsync directory: %s", c->dir, strerror(e));
+	}
+	if (close(fd) < 0)
+		return set_err(c, -errno, "%s: close directory: %s", c->dir, strerror(errno));
+	return 0;
 }
 
 /* Reaps completions until s has nothing in flight (s == NULL: until nothing
@@ -570,7 +700,8 @@ int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn ste
 		if (progress)
 			progress(arg, step, pos + 1, n, c->bytes_read - r0 + c->bytes_written - w0);
 		if (pos == n - 1) {
-			if (si + 1 == nsteps && wait_slot(c, NULL))
+			/* The last step is reported once it is durable. */
+			if (si + 1 == nsteps && (wait_slot(c, NULL) || sync_dir(c)))
 				break;
 			double t1 = now();
 			struct tu_step_stats st = {step,

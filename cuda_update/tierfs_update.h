@@ -112,7 +112,13 @@ typedef void (*tu_progress_fn)(void *arg, uint64_t step, int done, int total, ui
 typedef void (*tu_step_fn)(void *arg, const struct tu_step_stats *st);
 
 int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o);
-/* Runs nsteps steps; every dirty sub-group is on disk when it returns 0. */
+/* Runs nsteps steps. When it returns 0 every sub-group is on disk and
+ * synced (fdatasync of each file, fsync of the directory), and the native
+ * layout's state files were each replaced whole (written beside, renamed
+ * over), so an interruption leaves every sub-group at its old or its new
+ * step. step_done of the last step is called once that holds; for the steps
+ * before it, step_done reports the update, the writes may still be in
+ * flight. */
 int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn step_done, void *arg);
 const char *tu_errmsg(const struct tu_ctx *c);
 int tu_num_subgroups(const struct tu_ctx *c);
