@@ -53,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,6 +116,8 @@ struct tu_ctx {
 	char msg[1024];
 	uint64_t bytes_read, bytes_written;
 	long crash_after; /* TIERFS_UPDATE_CRASH_AFTER, 0: off */
+	int nfiles;	  /* struct fileio open, two descriptors each at most */
+	int max_files;
 	long writes_done;
 };
 
@@ -270,6 +273,13 @@ int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o)
 		 * charged to the first step's I/O. */
 		memset(s->buf, 0, bytes);
 	}
+	/* Half the descriptors left under RLIMIT_NOFILE, less a reserve for
+	 * the rest of the process. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return set_err(c, -errno, "getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+	rlim_t lim = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 1 << 20 ? 1 << 20 : rl.rlim_cur;
+	c->max_files = lim > 96 ? (int)(lim - 64) / 2 : 16;
 	const char *crash = getenv("TIERFS_UPDATE_CRASH_AFTER");
 	if (crash)
 		c->crash_after = strtol(crash, NULL, 10);
@@ -357,6 +367,7 @@ static void put_file(struct tu_ctx *c, struct fileio *f)
 		close(f->fd_direct);
 	if (f->fd_buf >= 0)
 		close(f->fd_buf);
+	c->nfiles--;
 	free(f);
 }
 
@@ -373,6 +384,9 @@ static int add_op(struct tu_ctx *c, struct slot *s, struct fileio *f, char *buf,
 	issue(c, op);
 	return c->err;
 }
+
+static int reap(struct tu_ctx *c);
+static void reissue_retries(struct tu_ctx *c);
 
 enum xfer { XFER_READ_ALL, XFER_WRITE_STATE, XFER_READ_GRADS };
 
@@ -393,6 +407,14 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 		    (mode == XFER_READ_GRADS && (seg->write_back || seg->no_read)) ||
 		    (mode == XFER_READ_ALL && seg->no_read))
 			continue;
+		/* A DeepSpeed sub-group has one gradient file per tensor,
+		 * possibly thousands, each open until its requests complete:
+		 * past the cap, let earlier transfers finish first. */
+		while (c->nfiles >= c->max_files) {
+			reissue_retries(c);
+			if (reap(c) || c->err)
+				return c->err;
+		}
 		struct fileio *f = calloc(1, sizeof(*f));
 		if (!f)
 			return set_err(c, -ENOMEM, "out of memory opening %s", seg->path);
@@ -404,6 +426,7 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 				     .slot = s,
 				     .sg_name = g->name,
 				     .mode = 0600};
+		c->nfiles++;
 		if (write && seg->tmp_path) {
 			/* The replacement keeps the permissions of the file
 			 * it replaces. */
@@ -539,16 +562,38 @@ static int sync_dir(struct tu_ctx *c)
 	return 0;
 }
 
+static void reissue_retries(struct tu_ctx *c)
+{
+	while (c->retry) {
+		struct op *op = c->retry;
+		c->retry = op->next_retry;
+		issue(c, op);
+	}
+}
+
+/* Submits what is queued and handles at least one completion. */
+static int reap(struct tu_ctx *c)
+{
+	struct io_uring_cqe *cqe;
+	int rc = io_uring_submit_and_wait(&c->ring, 1);
+	if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
+		return set_err(c, rc, "io_uring_submit_and_wait: %s", strerror(-rc));
+	unsigned head, n = 0;
+	io_uring_for_each_cqe(&c->ring, head, cqe)
+	{
+		complete(c, io_uring_cqe_get_data(cqe), cqe->res);
+		n++;
+	}
+	io_uring_cq_advance(&c->ring, n);
+	return 0;
+}
+
 /* Reaps completions until s has nothing in flight (s == NULL: until nothing
  * at all is in flight). */
 static int wait_slot(struct tu_ctx *c, struct slot *s)
 {
 	for (;;) {
-		while (c->retry) {
-			struct op *op = c->retry;
-			c->retry = op->next_retry;
-			issue(c, op);
-		}
+		reissue_retries(c);
 		int busy = 0;
 		if (s)
 			busy = s->pending > 0;
@@ -557,17 +602,8 @@ static int wait_slot(struct tu_ctx *c, struct slot *s)
 				busy |= c->slots[i].pending > 0;
 		if (!busy)
 			return c->err;
-		struct io_uring_cqe *cqe;
-		int rc = io_uring_submit_and_wait(&c->ring, 1);
-		if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
-			return set_err(c, rc, "io_uring_submit_and_wait: %s", strerror(-rc));
-		unsigned head, n = 0;
-		io_uring_for_each_cqe(&c->ring, head, cqe)
-		{
-			complete(c, io_uring_cqe_get_data(cqe), cqe->res);
-			n++;
-		}
-		io_uring_cq_advance(&c->ring, n);
+		if (reap(c))
+			return c->err;
 	}
 }
 

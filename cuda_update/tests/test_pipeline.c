@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -668,6 +669,71 @@ static void test_state_file_replaced_whole(void **s)
 	rmtmp(d);
 }
 
+static void write_floats(const char *path, const float *x, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(x, 4, n, f), n);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* DeepSpeed writes one gradient file per parameter tensor: a sub-group may
+ * have thousands, more than RLIMIT_NOFILE allows open at once. */
+#define MANY_GRADS 1500
+#define GRAD_NUMEL 16
+static void test_deepspeed_many_gradient_files(void **s)
+{
+	(void)s;
+	char *d = mktmp();
+	char path[512], rdir[400];
+	snprintf(rdir, sizeof(rdir), "%s/zero_stage_3", d);
+	assert_int_equal(mkdir(rdir, 0700), 0);
+	snprintf(rdir, sizeof(rdir), "%s/zero_stage_3/optimizer", d);
+	assert_int_equal(mkdir(rdir, 0700), 0);
+	snprintf(rdir, sizeof(rdir), "%s/zero_stage_3/optimizer/rank0", d);
+	assert_int_equal(mkdir(rdir, 0700), 0);
+	size_t n = (size_t)MANY_GRADS * GRAD_NUMEL;
+	float *x = malloc(n * 4);
+	assert_non_null(x);
+	static const char *pre[] = {"", "exp_avg-", "exp_avg_sq-"};
+	for (int k = 0; k < 3; k++) {
+		for (size_t i = 0; i < n; i++)
+			x[i] = k == 0 ? 0.001f * (float)(i % 997) : k == 1 ? 0.0f : 1e-6f;
+		snprintf(path, sizeof(path), "%s/%s0_99.tensor.swp", rdir, pre[k]);
+		write_floats(path, x, n);
+	}
+	for (int g = 0; g < MANY_GRADS; g++) {
+		for (size_t i = 0; i < GRAD_NUMEL; i++)
+			x[i] = 0.01f * (float)((g + (int)i) % 13) - 0.06f;
+		snprintf(path, sizeof(path), "%s/0_99_gradient_%d_%d.tensor.swp", rdir,
+			 g * GRAD_NUMEL, GRAD_NUMEL);
+		write_floats(path, x, GRAD_NUMEL);
+	}
+	free(x);
+	struct model init, out;
+	load(d, TU_LAYOUT_DEEPSPEED, &init);
+	struct rlimit old, low;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 256;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	struct tu_options o = opts(TU_LAYOUT_DEEPSPEED, TU_ORDER_ASCENDING, 0);
+	struct tu_ctx *c;
+	int rc = tu_open(&c, d, &o);
+	if (!rc)
+		rc = tu_run(c, 2, NULL, NULL, NULL);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	if (rc)
+		print_error("%s\n", tu_errmsg(c));
+	assert_int_equal(rc, 0);
+	tu_close(c);
+	load(d, TU_LAYOUT_DEEPSPEED, &out);
+	check_against_reference(&init, &out, &o.hp, 2, 0);
+	unload(&init);
+	unload(&out);
+	rmtmp(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -687,6 +753,7 @@ int main(void)
 	    cmocka_unit_test(test_deepspeed_padding),
 	    cmocka_unit_test(test_kill_during_write_back),
 	    cmocka_unit_test(test_state_file_replaced_whole),
+	    cmocka_unit_test(test_deepspeed_many_gradient_files),
 	};
 	return cmocka_run_group_tests_name("cuda_update_pipeline", tests, NULL, NULL);
 }
