@@ -124,6 +124,16 @@ static uint64_t parse_count(const char *opt, const char *s)
 	return (uint64_t)(d * mul);
 }
 
+/* A count that must fit the int it is stored in: checked before the cast,
+ * which would otherwise wrap 4294967297 to 1. */
+static int parse_int(const char *opt, const char *s, int lo, int hi)
+{
+	uint64_t v = parse_count(opt, s);
+	if (v < (uint64_t)lo || v > (uint64_t)hi)
+		die("%s: '%s': expected %d..%d", opt, s, lo, hi);
+	return (int)v;
+}
+
 static double parse_real(const char *opt, const char *s, double lo, double hi)
 {
 	char *end;
@@ -227,7 +237,7 @@ static void parse(int argc, char **argv, struct args *a)
 				die("--layout: '%s': expected native or deepspeed", optarg);
 			break;
 		case O_RANK:
-			a->o.rank = (int)parse_count("--rank", optarg);
+			a->o.rank = parse_int("--rank", optarg, 0, 1000000);
 			break;
 		case O_SEED:
 			a->seed = parse_count("--seed", optarg);
@@ -274,9 +284,7 @@ static void parse(int argc, char **argv, struct args *a)
 				die("--order: '%s': expected ascending or alternating", optarg);
 			break;
 		case O_KEEP:
-			a->o.keep = (int)parse_count("--keep", optarg);
-			if (a->o.keep > 100000)
-				die("--keep: '%s' is too large", optarg);
+			a->o.keep = parse_int("--keep", optarg, 0, 100000);
 			break;
 		case O_DEVICE:
 			if (!strcmp(optarg, "cpu"))
@@ -287,9 +295,7 @@ static void parse(int argc, char **argv, struct args *a)
 				die("--device: '%s': expected cpu or cuda", optarg);
 			break;
 		case O_THREADS:
-			a->o.threads = (int)parse_count("--threads", optarg);
-			if (a->o.threads < 1 || a->o.threads > 256)
-				die("--threads: '%s': expected 1..256", optarg);
+			a->o.threads = parse_int("--threads", optarg, 1, 256);
 			break;
 		case O_ISA:
 			if (!strcmp(optarg, "auto"))
@@ -310,9 +316,7 @@ static void parse(int argc, char **argv, struct args *a)
 			a->bench_dir = optarg;
 			break;
 		case O_EXTRA_BUFFERS:
-			a->o.extra_buffers = (int)parse_count("--extra-buffers", optarg);
-			if (a->o.extra_buffers > 64)
-				die("--extra-buffers: '%s': expected 0..64", optarg);
+			a->o.extra_buffers = parse_int("--extra-buffers", optarg, 0, 64);
 			break;
 		case O_PARAM_COPY:
 			if (!strcmp(optarg, "bf16"))

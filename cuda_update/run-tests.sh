@@ -84,6 +84,11 @@ for o in --first-step --extra-buffers --optimizer --lr --beta1 --beta2 --eps --w
 done
 check "unknown option exits 2" 2 'unknown option' "$U" step "$D" --steps 1 --frobnicate
 check "bad value exits 2" 2 "--order: 'sideways'" "$U" step "$D" --steps 1 --order sideways
+# Values past INT_MAX wrapped to small ones (4294967297 -> 1) and ran.
+for o in --threads --keep --extra-buffers --rank; do
+	check "$o 4294967297 is out of range" 2 "$o: '4294967297': expected" \
+		"$U" step "$TMP/nope" --steps 1 $o 4294967297
+done
 check "init native" 0 'wrote 10007 params in 4 sub-groups' "$U" init "$D" --params 10007 --subgroup 2600
 check "step prints a summary per step" 0 '^step 2: 4 sub-groups.*GB/s' "$U" step "$D" --steps 2 --order alternating --keep 1
 check "header step persists" 0 '^step 4: ' "$U" step "$D" --steps 2
