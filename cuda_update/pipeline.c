@@ -436,6 +436,10 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 			f->path = seg->tmp_path;
 			f->commit_to = seg->path;
 			f->trunc = 1;
+		} else if (write && seg->no_read) {
+			/* Output only, written whole: a longer file left from
+			 * another model must not keep its stale tail. */
+			f->trunc = 1;
 		}
 		char *buf = s->buf + seg->buf_off;
 		uint64_t aligned = 0;
