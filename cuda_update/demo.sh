@@ -14,6 +14,6 @@ echo "== tierfs-update: native layout, bf16 gradients, alternating order, keep 1
 "$U" step "$DIR/native" --steps "$STEPS" --order alternating --keep 1
 echo "== tierfs-update: DeepSpeed layout (zero_stage_3/optimizer/rank0), ascending order"
 "$U" init "$DIR/ds" --params "$PARAMS" --subgroup "$SUB" --layout deepspeed
-"$U" step "$DIR/ds" --layout deepspeed --steps "$STEPS" --order ascending
+"$U" step "$DIR/ds" --layout deepspeed --steps "$STEPS" --first-step 1 --order ascending
 echo "== same, alternating order, keep 2"
 "$U" step "$DIR/ds" --layout deepspeed --steps "$STEPS" --first-step $((STEPS + 1)) --order alternating --keep 2

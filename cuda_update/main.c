@@ -50,8 +50,9 @@ static const char usage[] =
     "                      param id; sub-groups in ascending first param id.\n"
     "  --steps N           number of steps to run (required)\n"
     "  --first-step N      bias-correction step of the first update (deepspeed:\n"
-    "                      default 1, DeepSpeed keeps the count elsewhere; native:\n"
-    "                      default from the header, giving it overrides the header)\n"
+    "                      required, DeepSpeed keeps the count in its checkpoint,\n"
+    "                      not in the swap files; native: default from the header,\n"
+    "                      giving it overrides the header)\n"
     "  --optimizer O       adamw (default, torch.optim.AdamW: decoupled decay) or\n"
     "                      adam (torch.optim.Adam: weight decay added to the gradient)\n"
     "  --lr X              learning rate (default 1e-3)\n"
@@ -389,6 +390,11 @@ static int cmd_step(struct args *a)
 {
 	if (a->steps <= 0)
 		die("step: --steps N is required");
+	/* The swap files hold no step count: defaulting to 1 would silently
+	 * redo the large early-step bias correction on every run. */
+	if (a->o.layout == TU_LAYOUT_DEEPSPEED && !a->o.first_step)
+		die("step: --layout deepspeed needs --first-step N (the step count is not in "
+		    "the swap files; N is 1 + the steps already applied)");
 	if (a->o.device == TU_DEVICE_CUDA) {
 		const char *why = NULL;
 		if (tu_cuda_probe(&why))

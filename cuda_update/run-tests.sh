@@ -108,11 +108,13 @@ else
 	rm -rf "$TMP/big"
 fi
 check "init deepspeed" 0 'deepspeed' "$U" init "$TMP/ds" --params 10007 --subgroup 5000 --layout deepspeed
+check "deepspeed without --first-step exits 2" 2 'deepspeed needs --first-step' \
+	"$U" step "$TMP/ds" --layout deepspeed --steps 1
 check "step deepspeed" 0 '^step 7: 3 sub-groups' "$U" step "$TMP/ds" --layout deepspeed --steps 1 --first-step 7
-if grep -q 'nvcc was not found\|sanitizer build' <<<"$("$U" step "$TMP/ds" --layout deepspeed --steps 1 --device cuda 2>&1)"; then
-	check "--device cuda without CUDA build" 2 'built without CUDA support' "$U" step "$TMP/ds" --layout deepspeed --steps 1 --device cuda
+if grep -q 'nvcc was not found\|sanitizer build' <<<"$("$U" step "$TMP/ds" --layout deepspeed --steps 1 --first-step 8 --device cuda 2>&1)"; then
+	check "--device cuda without CUDA build" 2 'built without CUDA support' "$U" step "$TMP/ds" --layout deepspeed --steps 1 --first-step 8 --device cuda
 else
-	out=$("$U" step "$TMP/ds" --layout deepspeed --steps 1 --device cuda 2>&1)
+	out=$("$U" step "$TMP/ds" --layout deepspeed --steps 1 --first-step 8 --device cuda 2>&1)
 	rc=$?
 	if [ $rc -eq 2 ] && grep -q 'no CUDA device: ' <<<"$out"; then
 		tap ok "cli: --device cuda without a GPU exits 2 with the reason"
