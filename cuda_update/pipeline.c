@@ -303,11 +303,25 @@ static struct io_uring_sqe *get_sqe(struct tu_ctx *c)
 	return sqe;
 }
 
+static void put_file(struct tu_ctx *c, struct fileio *f);
+
+/* An op is over: completed, failed, or never in flight. */
+static void op_end(struct tu_ctx *c, struct op *op)
+{
+	op->slot->pending--;
+	put_file(c, op->f);
+	free(op);
+}
+
 static void issue(struct tu_ctx *c, struct op *op)
 {
 	struct io_uring_sqe *sqe = get_sqe(c);
-	if (!sqe)
+	if (!sqe) {
+		/* The error is set; no completion will come for this op, so
+		 * it must not stay counted (wait_slot would wait forever). */
+		op_end(c, op);
 		return;
+	}
 	int fd = op->direct ? op->f->fd_direct : op->f->fd_buf;
 	if (op->fsync)
 		io_uring_prep_fsync(sqe, op->f->fd_direct >= 0 ? op->f->fd_direct : op->f->fd_buf,
@@ -359,8 +373,12 @@ static void put_file(struct tu_ctx *c, struct fileio *f)
 		return;
 	if (f->write && !f->sync_queued && !c->err) {
 		f->sync_queued = 1;
+		/* Held across add_op: an op that cannot be issued drops its
+		 * own reference at once (op_end), which must not free f
+		 * under us. */
+		f->refs++;
 		add_op(c, f->slot, f, NULL, 0, 0, 0);
-		if (f->refs > 0)
+		if (--f->refs > 0)
 			return;
 	}
 	if (f->fd_direct >= 0)
@@ -538,11 +556,9 @@ static void complete(struct tu_ctx *c, struct op *op, int res)
 			return;
 		}
 	}
-done:
-	op->slot->pending--;
+done:;
 	int write = f->write;
-	put_file(c, f);
-	free(op);
+	op_end(c, op);
 	if (write && c->crash_after && ++c->writes_done == c->crash_after)
 		raise(SIGKILL);
 }

@@ -9,7 +9,9 @@
 #include "cuda_update/layout.h"
 #include "cuda_update/tierfs_update.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <liburing.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -28,6 +30,20 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+/* io_uring_submit fails while this is set (test_submit_fails); the
+ * pipeline, linked into this program, calls this one. */
+static int fail_submit;
+
+int io_uring_submit(struct io_uring *ring)
+{
+	static int (*real)(struct io_uring *);
+	if (fail_submit)
+		return -EIO;
+	if (!real)
+		real = (int (*)(struct io_uring *))dlsym(RTLD_NEXT, "io_uring_submit");
+	return real ? real(ring) : -ENOSYS;
+}
 
 #define PARAMS	 100003
 #define SUBGROUP 30011
@@ -689,9 +705,10 @@ static void write_floats(const char *path, const float *x, size_t n)
  * have thousands, more than RLIMIT_NOFILE allows open at once. */
 #define MANY_GRADS 1500
 #define GRAD_NUMEL 16
-static void test_deepspeed_many_gradient_files(void **s)
+/* A DeepSpeed rank directory of one sub-group with MANY_GRADS gradient
+ * files; returns the temporary directory. */
+static char *make_many_grads(void)
 {
-	(void)s;
 	char *d = mktmp();
 	char path[512], rdir[400];
 	snprintf(rdir, sizeof(rdir), "%s/zero_stage_3", d);
@@ -718,6 +735,13 @@ static void test_deepspeed_many_gradient_files(void **s)
 		write_floats(path, x, GRAD_NUMEL);
 	}
 	free(x);
+	return d;
+}
+
+static void test_deepspeed_many_gradient_files(void **s)
+{
+	(void)s;
+	char *d = make_many_grads();
 	struct model init, out;
 	load(d, TU_LAYOUT_DEEPSPEED, &init);
 	struct rlimit old, low;
@@ -742,6 +766,25 @@ static void test_deepspeed_many_gradient_files(void **s)
 	rmtmp(d);
 }
 
+/* More requests than the ring holds, and the kernel refuses the submit
+ * that would make room: the run must end with the error, not wait for
+ * completions of requests that were never queued. */
+static void test_submit_fails(void **s)
+{
+	(void)s;
+	char *d = make_many_grads();
+	struct tu_options o = opts(TU_LAYOUT_DEEPSPEED, TU_ORDER_ASCENDING, 0);
+	struct tu_ctx *c;
+	assert_int_equal(tu_open(&c, d, &o), 0);
+	fail_submit = 1;
+	int rc = tu_run(c, 1, NULL, NULL, NULL);
+	fail_submit = 0;
+	assert_int_equal(rc, -EIO);
+	assert_non_null(strstr(tu_errmsg(c), "io_uring_submit"));
+	tu_close(c);
+	rmtmp(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -762,6 +805,7 @@ int main(void)
 	    cmocka_unit_test(test_kill_during_write_back),
 	    cmocka_unit_test(test_state_file_replaced_whole),
 	    cmocka_unit_test(test_deepspeed_many_gradient_files),
+	    cmocka_unit_test(test_submit_fails),
 	};
 	return cmocka_run_group_tests_name("cuda_update_pipeline", tests, NULL, NULL);
 }
