@@ -714,10 +714,13 @@ int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn ste
 	for (int i = 0; i < c->nslots; i++)
 		if (!c->slots[i].dirty)
 			c->slots[i].sg = -1;
-			/* job j: step j / n, position j % n in that step's order */
+			/* job j: step j / n of this run, position j % n in that step's order.
+			 * The turn-around follows the global step, not this run's count: a
+			 * trainer that runs one step per call still alternates. */
 #define JOB_SG(j)                                                                                  \
-	((c->o.order == TU_ORDER_ALTERNATING && ((j) / n) % 2) ? n - 1 - (int)((j) % n)            \
-							       : (int)((j) % n))
+	((c->o.order == TU_ORDER_ALTERNATING && (c->base_step + (j) / n) % 2)                      \
+	     ? n - 1 - (int)((j) % n)                                                              \
+	     : (int)((j) % n))
 	double t_step = now(), compute = 0;
 	uint64_t r0 = c->bytes_read, w0 = c->bytes_written;
 	struct slot *cur = acquire(c, JOB_SG(0));
