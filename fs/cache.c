@@ -671,6 +671,10 @@ enum get_mode {
 static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
 		     struct centry **out)
 {
+	if (mode == GET_READ && !fs_blk(in, idx)) {
+		*out = NULL; /* a hole in a chunk never written: keep it so */
+		return 0;
+	}
 	int rc = fs_map_reserve(fs, in, idx);
 	if (rc)
 		return rc;
@@ -699,13 +703,15 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 			*out = NULL;
 			return 0;
 		}
-		bool pin = false;
+		bool pin = false, assigned = false;
 		int home = in->home;
 		if (b->tier == TIER_NONE) {
 			if (home == fs->ram && fs->npinned < fs->pin_limit)
 				pin = true;
 			else if ((rc = assign_durable(fs, in, idx)))
 				return rc;
+			else
+				assigned = true;
 		}
 		if ((rc = entry_alloc(fs, &e)))
 			return rc;
@@ -715,6 +721,12 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 		 * pinned in RAM, or unpinned with no durable slot. */
 		if (b->ce || in->home != home) {
 			entry_release_slot(fs, e);
+			/* A slot chosen for the old home, never written nor
+			 * committed: choose again (a pin to RAM needs none). */
+			if (assigned && !b->ce && b->csum == 0 && b->tier != TIER_NONE) {
+				tier_free(fs->tiers[b->tier], b->slot);
+				b->tier = TIER_NONE;
+			}
 			continue;
 		}
 		e->inode = in;
@@ -1078,8 +1090,13 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 	while (in->nwriting)
 		pthread_cond_wait(&fs->cond, &fs->lock);
 	int rc = resize_locked(fs, in, size);
-	if (!rc && size == 0)
-		in->wb_err = 0; /* the bytes it stood for are no longer the file's */
+	if (!rc && size == 0) {
+		/* The bytes they stood for are no longer the file's (every
+		 * write-back of them has ended: drop_blocks_from waited). */
+		in->wb_err = 0;
+		memset(in->wb_first, 0, sizeof(in->wb_first));
+		memset(in->wb_last, 0, sizeof(in->wb_last));
+	}
 	in->resizing = false;
 	pthread_cond_broadcast(&fs->cond);
 	return rc;
@@ -1570,7 +1587,7 @@ int cache_commit(struct fs *fs)
 static int sync_tiers(struct fs *fs)
 {
 	int n = fs->conf.ntiers;
-	uint64_t epoch[CONF_MAX_TIERS];
+	uint64_t epoch[CONF_MAX_TIERS], end[CONF_MAX_TIERS];
 	int err[CONF_MAX_TIERS] = {0};
 	uint64_t seen = atomic_load(&g_rounds_begun);
 	pthread_mutex_lock(&g_sync_lock);
@@ -1590,17 +1607,28 @@ static int sync_tiers(struct fs *fs)
 		if (!fs->tiers[i] || !tier_persistent(fs->tiers[i]))
 			continue;
 		err[i] = tier_sync(fs->tiers[i]);
-		if (err[i] && !rc)
-			rc = err[i];
+		if (err[i]) {
+			/* The failed flush may have covered write-backs that
+			 * completed while it ran, and the kernel reports it
+			 * once: charge them too (a success covers only those
+			 * before it began). */
+			pthread_mutex_lock(&fs->lock);
+			end[i] = g_wb_epoch[i]++;
+			pthread_mutex_unlock(&fs->lock);
+			if (!rc)
+				rc = err[i];
+		}
 	}
 	pthread_mutex_lock(&fs->lock);
 	for (size_t h = 0; h < fs->itab_size; h++)
 		for (struct inode *in = fs->itab[h]; in; in = in->hnext)
 			for (int i = 0; i < n; i++) {
-				if (!in->wb_first[i] || in->wb_first[i] > epoch[i])
+				if (!in->wb_first[i])
 					continue;
-				if (err[i] && !in->wb_err)
+				if (err[i] && in->wb_first[i] <= end[i] && !in->wb_err)
 					in->wb_err = err[i];
+				if (in->wb_first[i] > epoch[i])
+					continue;
 				/* Write-backs after this sync began are not
 				 * covered: the next sync answers for them. */
 				in->wb_first[i] = in->wb_last[i] <= epoch[i] ? 0 : epoch[i] + 1;

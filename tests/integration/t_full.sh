@@ -119,6 +119,18 @@ echo "# daemon RSS ${rss0} KiB before, ${rss1} KiB after a write at the last blo
 # (512 MiB, which the daemon once allocated here).
 check "the write at the last block grew the daemon by < 64 MiB" \
 	test $((rss1 - rss0)) -lt 65536
+# Reading holes allocates no map: 1 byte every 2 GiB of a 16 TiB hole
+# (8192 chunks of records, 128 MiB, before).
+truncate -s 16T "$MNT/d/hole"
+rss0=$(rss)
+check "reads of a 16 TiB hole return zeros" "$PY" -c "
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+sys.exit(any(os.pread(fd, 1, i << 31) != b'\\0' for i in range(8192)))" "$MNT/d/hole"
+rss1=$(rss)
+echo "# daemon RSS ${rss0} KiB before, ${rss1} KiB after reading the hole"
+check "reading the hole grew the daemon by < 64 MiB" test $((rss1 - rss0)) -lt 65536
+rm -f "$MNT/d/hole"
 check "its block list names the one block" \
 	sh -c "getfattr --only-values -n user.tierfs.blocks '$MNT/d/big' | grep -qx '[a-z0-9]*:16777215'"
 check "the mount still works" cmp -s "$T/copy/f1" "$MNT/d/f1"

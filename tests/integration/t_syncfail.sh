@@ -78,6 +78,37 @@ check "remount (two tiers)" mount_fs "$T/c2.conf"
 check "after remount: the file on the good tier is whole" want_file "$MNT/zero" 6
 check "unmount clean (4)" umount_fs
 
+# A file truncated to 0 is no longer charged for its old bytes' tier: x's
+# bytes went to nvme1 in an idle write-back, then x was cut to 0, then
+# nvme1's flush failed once; x's fsync says 0.
+export SYNCFAIL_FLAG="$T/fail" SYNCFAIL_PATH="/nvme1/"
+mount_shimmed syncfail "$T/c2.conf" || { fail "mount (truncated file)"; tap_exit; exit 1; }
+check "pin x to nvme1" sh -c ": >'$MNT/x' && setfattr -n user.tierfs.pin -v nvme1 '$MNT/x'"
+"$PY" -c "import os; fd = os.open('$MNT/x', os.O_WRONLY); os.pwrite(fd, b'a' * (3 << 20), 0)"
+sleep 2.5 # the idle write-back (flush_interval 1 s), with no tier sync
+check "truncate x to 0" truncate -s 0 "$MNT/x"
+touch "$SYNCFAIL_FLAG"
+check "nvme1 fails: fsync of a file on nvme0 runs a sync round: 0" fsync_says ok "$MNT/zero" 7
+rm -f "$SYNCFAIL_FLAG"
+check "x, truncated to 0 before the failure: fsync 0" fsync_says ok "$MNT/x" -1
+check "unmount clean (5)" umount_fs
+
+# One slow flush of nvme1 that fails, and a file whose write-back lands
+# while it runs: that flush covered it and the kernel reports the failure
+# once, so its fsync must say EIO, then and later.
+export SYNCFAIL_ONCE_MS=3000
+mount_shimmed syncfail "$T/c2.conf" || { fail "mount (slow flush)"; tap_exit; exit 1; }
+touch "$SYNCFAIL_FLAG"
+fsync_says EIO "$MNT/one" 8 >"$T/one.out" 2>&1 &
+first=$!
+sleep 0.5
+check "a write-back during the failing flush: fsync EIO" fsync_says EIO "$MNT/one2" 9
+wait "$first"
+check "the file whose fsync began the failing flush: EIO" test ! -s "$T/one.out"
+check "the write-back during the failing flush: still EIO" fsync_says EIO "$MNT/one2" -1
+check "unmount clean (6)" umount_fs
+unset SYNCFAIL_FLAG SYNCFAIL_PATH SYNCFAIL_ONCE_MS
+
 # The metadata disk's flush fails: a commit syncs its LMDB pages before the
 # page that points to them (else a power loss could leave a tree of pages
 # never written), so the create fails rather than lands unflushed.
@@ -88,12 +119,12 @@ check_fails "metadata flush fails: a create fails" touch "$MNT/new"
 check_fails "metadata flush fails: no file left by the failed create" test -e "$MNT/new"
 rm -f "$SYNCFAIL_FLAG"
 check "metadata flushes again: the create works" touch "$MNT/new2"
-check "unmount clean (5)" umount_fs
+check "unmount clean (7)" umount_fs
 unset SYNCFAIL_FLAG SYNCFAIL_PATH
 check "remount (after the metadata failures)" mount_fs "$T/c2.conf"
 check_fails "after remount: no file from the failed create" test -e "$MNT/new"
 check "after remount: the later create is there" test -e "$MNT/new2"
-check "unmount clean (6)" umount_fs
+check "unmount clean (8)" umount_fs
 
 rm -rf "$T/meta" "$T/nvme0" "$T/nvme1"
 default_conf >"$T/c.conf"

@@ -3,7 +3,9 @@
  * the file named by SYNCFAIL_FLAG exists, every fdatasync returns EIO, as
  * it does when a drive loses cached writes (t_syncfail). With SYNCFAIL_PATH
  * set, only the fdatasync of files whose path contains it fails: one tier's
- * disk of several.
+ * disk of several. With SYNCFAIL_ONCE_MS set, the failing call first waits
+ * that long, then flushes for real, removes the flag and fails: one slow
+ * flush that loses what it covered, as the kernel reports it once.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -44,6 +46,12 @@ int fdatasync(int fd)
 	}
 	const char *flag = getenv("SYNCFAIL_FLAG");
 	if (flag && access(flag, F_OK) == 0 && on_path(fd, getenv("SYNCFAIL_PATH"))) {
+		const char *once = getenv("SYNCFAIL_ONCE_MS");
+		if (once) {
+			usleep((useconds_t)atoi(once) * 1000);
+			f(fd);
+			unlink(flag);
+		}
 		errno = EIO;
 		return -1;
 	}
