@@ -94,7 +94,7 @@ static int scan_native(const char *dir, struct tu_layout_info *li, char *msg, si
 	if (h0.nsub == 0 || h0.nsub > 10000000)
 		return fail(msg, len, -EINVAL, "%s: bad sub-group count %" PRIu64, path, h0.nsub);
 	li->nsub = (int)h0.nsub;
-	li->native_step = h0.step;
+	uint64_t lo = h0.step, hi = h0.step;
 	li->sub = calloc(h0.nsub, sizeof(*li->sub));
 	if (!li->sub)
 		return fail(msg, len, -ENOMEM, "out of memory for %" PRIu64 " sub-groups", h0.nsub);
@@ -109,11 +109,16 @@ static int scan_native(const char *dir, struct tu_layout_info *li, char *msg, si
 				    "%s: header says sub-group %" PRIu64 " of %" PRIu64
 				    ", expected %d of %" PRIu64,
 				    path, h.index, h.nsub, i, h0.nsub);
-		if (h.step != h0.step)
+		/* Each file is replaced whole once its step is done, so an
+		 * interrupted run leaves sub-groups at two steps, one apart. */
+		s->hdr_step = h.step;
+		lo = h.step < lo ? h.step : lo;
+		hi = h.step > hi ? h.step : hi;
+		if (hi > lo + 1)
 			return fail(msg, len, -EINVAL,
-				    "%s: %" PRIu64 " steps applied but sg-00000.state has %" PRIu64
-				    " (interrupted run?)",
-				    path, h.step, h0.step);
+				    "%s: %" PRIu64 " steps applied, another sub-group has %" PRIu64
+				    ": more than one step apart (not left by an interrupted run)",
+				    path, h.step, h.step == hi ? lo : hi);
 		if (h.numel == 0 || h.numel > TU_MAX_NUMEL)
 			return fail(msg, len, -EINVAL,
 				    "%s: header says %" PRIu64
@@ -148,6 +153,7 @@ static int scan_native(const char *dir, struct tu_layout_info *li, char *msg, si
 		if (s->buf_bytes > li->max_buf_bytes)
 			li->max_buf_bytes = s->buf_bytes;
 	}
+	li->native_step = lo;
 	return 0;
 }
 

@@ -74,7 +74,8 @@ struct tu_subgroup {
 	 * of numel; the tail [grad_covered, numel) gets zero gradients. */
 	uint64_t grad_covered;
 	uint64_t buf_bytes;
-	char *name; /* for messages: ds_id or sg-NNNNN */
+	char *name;	   /* for messages: ds_id or sg-NNNNN */
+	uint64_t hdr_step; /* native: steps its header says were applied */
 };
 
 struct tu_layout_info {
@@ -82,7 +83,10 @@ struct tu_layout_info {
 	struct tu_subgroup *sub;
 	uint64_t total_params;
 	uint64_t max_buf_bytes;
-	uint64_t native_step; /* native: steps already applied (all agree) */
+	/* native: steps applied to every sub-group. An interrupted run may
+	 * have taken some one step further (hdr_step): the next run resumes,
+	 * applying that step to the others only. */
+	uint64_t native_step;
 };
 
 /* Fill *li from dir; msg gets a message naming the file on error. */

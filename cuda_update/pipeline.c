@@ -111,6 +111,7 @@ struct tu_ctx {
 	int cuda_host; /* slot buffers from tu_cuda_host_alloc */
 	uint64_t lru_clock;
 	uint64_t base_step; /* steps applied before this run */
+	int resume;	    /* skip sub-groups whose header is already at a step */
 	struct op *retry;
 	int err;
 	char msg[1024];
@@ -229,9 +230,10 @@ int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o)
 				return set_err(c, -errno, "%s: remove stale temporary file: %s", t,
 					       strerror(errno));
 		}
-	if (o->layout == TU_LAYOUT_NATIVE)
+	if (o->layout == TU_LAYOUT_NATIVE) {
 		c->base_step = o->first_step ? o->first_step - 1 : c->li.native_step;
-	else
+		c->resume = !o->first_step;
+	} else
 		c->base_step = o->first_step ? o->first_step - 1 : 0;
 	if (o->device == TU_DEVICE_CUDA) {
 		const char *why = NULL;
@@ -701,6 +703,19 @@ static int update(struct tu_ctx *c, struct slot *s, int sg, uint64_t step)
 	return 0;
 }
 
+/* A sub-group that an interrupted run already took to this step: its
+ * state goes back as read, and its half-precision copy, if any, is made
+ * from it as the update would have. */
+static void resume_copy(struct tu_ctx *c, struct slot *s, const struct tu_subgroup *g)
+{
+	if (c->o.param_copy == TU_F32)
+		return;
+	const float *p = (const float *)(s->buf + g->p_off);
+	uint16_t *d = (uint16_t *)(s->buf + g->copy_off);
+	for (uint64_t i = 0; i < g->numel; i++)
+		d[i] = c->o.param_copy == TU_BF16 ? tu_f32_to_bf16(p[i]) : tu_f32_to_f16(p[i]);
+}
+
 int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn step_done, void *arg)
 {
 	if (c->err)
@@ -736,7 +751,12 @@ int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn ste
 		if (wait_slot(c, cur))
 			break;
 		double t0 = now();
-		if (update(c, cur, sg, step))
+		/* Resuming a step an interrupted run did in part: the
+		 * sub-groups it finished (whole, see layout.h) are written back
+		 * as they are. */
+		if (c->resume && c->li.sub[sg].hdr_step >= step)
+			resume_copy(c, cur, &c->li.sub[sg]);
+		else if (update(c, cur, sg, step))
 			break;
 		compute += now() - t0;
 		cur->in_use = next == cur; /* the same sub-group again (turn-around) */

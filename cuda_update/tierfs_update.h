@@ -116,7 +116,9 @@ int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o);
  * synced (fdatasync of each file, fsync of the directory), and the native
  * layout's state files were each replaced whole (written beside, renamed
  * over), so an interruption leaves every sub-group at its old or its new
- * step. step_done of the last step is called once that holds; for the steps
+ * step; the next run (without first_step) then finishes that step on the
+ * sub-groups still behind before going on. step_done of the last step is
+ * called once that holds; for the steps
  * before it, step_done reports the update, the writes may still be in
  * flight. */
 int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn step_done, void *arg);
