@@ -117,7 +117,9 @@ static int scan_native(const char *dir, struct tu_layout_info *li, char *msg, si
 		if (hi > lo + 1)
 			return fail(msg, len, -EINVAL,
 				    "%s: %" PRIu64 " steps applied, another sub-group has %" PRIu64
-				    ": more than one step apart (not left by an interrupted run)",
+				    ": more than one step apart, which no resume can fix (a run "
+				    "killed while --keep "
+				    "held sub-groups unwritten leaves this: restore a checkpoint)",
 				    path, h.step, h.step == hi ? lo : hi);
 		if (h.numel == 0 || h.numel > TU_MAX_NUMEL)
 			return fail(msg, len, -EINVAL,
