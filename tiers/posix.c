@@ -712,7 +712,7 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 		goto fail;
 	}
 	snprintf(pt->dir, sizeof(pt->dir), "%s", p->path);
-	if (mkdir(pt->dir, 0755) && errno != EEXIST) {
+	if (mkdir(pt->dir, 0700) && errno != EEXIST) {
 		rc = -errno;
 		tier_log(t, "cannot create directory %s: %s", pt->dir, strerror(-rc));
 		goto fail;

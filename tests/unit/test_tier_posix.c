@@ -610,6 +610,26 @@ static void test_reopen(void **state)
 	free(out);
 }
 
+/* A tier directory that the tier creates is the daemon user's alone, as
+ * its files are. */
+static void test_dir_created_private(void **state)
+{
+	(void)state;
+	char sub[128], path[160];
+	snprintf(sub, sizeof(sub), "%s/fresh", dir);
+	struct tier_params p = params(4);
+	p.path = sub;
+	struct tier *t;
+	assert_int_equal(tier_open(&p, &t), 0);
+	struct stat st;
+	assert_int_equal(stat(sub, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	tier_close(t);
+	snprintf(path, sizeof(path), "%s/tier.info", sub);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rmdir(sub), 0);
+}
+
 static void test_capacity(void **state)
 {
 	(void)state;
@@ -704,6 +724,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rw_checksum_mismatch, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_reopen, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_capacity, setup_tmp, teardown),
+	    cmocka_unit_test_setup_teardown(test_dir_created_private, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_tmpfs_direct, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_demand_first, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_inflight_bound, setup_tmp, teardown),
