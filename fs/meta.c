@@ -510,6 +510,16 @@ int meta_inode_del(struct meta_txn *t, uint64_t ino)
 	return db_del(t, DB_INODES, &k, "inode del");
 }
 
+int meta_inode_count(struct meta_txn *t, uint64_t *n)
+{
+	MDB_stat st;
+	int rc = mdb_stat(t->txn, dbi(t, DB_INODES), &st);
+	if (rc)
+		return fail(t->m, "inode count", rc);
+	*n = st.ms_entries;
+	return 0;
+}
+
 int meta_inode_iter(struct meta_txn *t, int (*fn)(const struct meta_inode *in, void *arg),
 		    void *arg)
 {

@@ -86,6 +86,7 @@ int meta_inode_get(struct meta_txn *t, uint64_t ino, struct meta_inode *out);
 int meta_inode_put(struct meta_txn *t, const struct meta_inode *in);
 /* Remove the inode and its xattrs, symlink target and every block record. */
 int meta_inode_del(struct meta_txn *t, uint64_t ino);
+int meta_inode_count(struct meta_txn *t, uint64_t *n); /* every inode, root included */
 int meta_inode_iter(struct meta_txn *t, int (*fn)(const struct meta_inode *in, void *arg),
 		    void *arg);
 

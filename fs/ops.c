@@ -1086,8 +1086,15 @@ static void tfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_blocks = total;
 	sv.f_bfree = total - used;
 	sv.f_bavail = total - used;
+	/* Inodes in use are those in the metadata, not the ones in memory. */
+	uint64_t ninodes = 0;
+	struct meta_txn *txn;
+	if (!meta_txn_begin(fs->meta, false, &txn)) {
+		meta_inode_count(txn, &ninodes);
+		meta_txn_abort(txn);
+	}
 	sv.f_files = 1ULL << 32;
-	sv.f_ffree = (1ULL << 32) - fs->ninodes;
+	sv.f_ffree = (1ULL << 32) - ninodes;
 	sv.f_favail = sv.f_ffree;
 	sv.f_namemax = NAME_MAX;
 	fuse_reply_statfs(req, &sv);

@@ -65,6 +65,10 @@ mount_fs "$T/c.conf" || { fail remount; tap_exit; exit 1; }
 blocks_of >"$T/blocks.after"
 sed 's/^/# st_blocks after remount: /' "$T/blocks.after"
 check "remount: st_blocks of files not yet read is what it was" cmp -s "$T/blocks.before" "$T/blocks.after"
+# df -i: inodes in use are every file, directory and link, and the root.
+used=$(stat -f -c '%c %d' "$MNT" | awk '{print $1 - $2}')
+want=$(($(find "$MNT/tree" | wc -l) + 1))
+check "remount: df -i counts $want inodes in use (says $used)" test "$used" = "$want"
 tree_sums "$MNT" >"$T/after"
 if cmp -s "$T/before" "$T/after"; then ok "remount: content, sizes, modes, owners, mtimes, links, xattrs, dirs intact"; else
 	fail "remount changed the tree"
