@@ -497,12 +497,13 @@ static void maybe_section(struct parse *p, const char *line, size_t len)
 		return;
 	s++;
 	/* inih ends the name at the first ']' (an inline ';' comment before it
-	 * makes the line a syntax error, which inih reports). */
+	 * makes the line a syntax error, which inih reports). A ';' counts as
+	 * a comment only after a space, as in inih: "[;x]" names a section. */
 	const char *close = memchr(s, ']', (size_t)(e - s));
 	if (!close)
 		return;
 	for (const char *q = s; q < close; q++)
-		if (*q == ';' && (q == s || isspace((unsigned char)q[-1])))
+		if (*q == ';' && q > s && isspace((unsigned char)q[-1]))
 			return;
 	size_t n = (size_t)(close - s);
 	memcpy(tmp, s, n);

@@ -503,6 +503,7 @@ struct bad {
 static const struct bad bads[] = {
     {"[mount]\nblock_size = 1M\nbogus = 1\n", 3, "key 'bogus'", "unknown key"},
     {POSIX_A "[mounts]\nthreads = 2\n", 4, "section [mounts]", "unknown section"},
+    {POSIX_A "[;x]\nthreads = 2\n", 4, "section [;x]", "unknown section"},
     {POSIX_A "weight = 2\nweight = 3\n", 5, "key 'weight'", "given twice"},
     {"[tier r]\ntype = ram\ncapacity = 12XB\n", 3, "key 'capacity'", "not a size"},
     {"[tier r]\ntype = ram\ncapacity = -1G\n", 3, "key 'capacity'", "not a size"},
