@@ -36,7 +36,10 @@
  * Fault injection for the tests: with TIERFS_UPDATE_CRASH_AFTER=N in the
  * environment the process SIGKILLs itself right after the N-th write-back
  * request (data write or fsync, with the rename that follows an fsync) has
- * completed: a deterministic "crash in the middle of write-back".
+ * completed: a deterministic "crash in the middle of write-back". With
+ * TIERFS_UPDATE_FAIL_AFTER=N the N-th data write completes with EIO and its
+ * bytes are lost (a hole punched where they went): the run fails, drains
+ * what is in flight, and must commit no file it did not write whole.
  *
  * Threading: one thread drives the ring and the order; the update itself may
  * fan out to --threads workers (adam_cpu.c) or to the GPU.
@@ -75,6 +78,10 @@ struct fileio {
 	const char *sg_name;   /* for messages */
 	int trunc;	       /* the next open truncates (fresh temporary file) */
 	int sync_queued;
+	/* Every write of the file was queued (whole) and none failed: only
+	 * such a file is synced and committed, even while a failed run drains
+	 * what is in flight. */
+	int whole, failed;
 	mode_t mode;
 };
 
@@ -111,13 +118,17 @@ struct tu_ctx {
 	int cuda_host; /* slot buffers from tu_cuda_host_alloc */
 	uint64_t lru_clock;
 	uint64_t base_step; /* steps applied before this run */
-	int resume;	    /* skip sub-groups whose header is already at a step */
+	/* The first step of the first run skips the sub-groups that an
+	 * interrupted run already took one step past the others. */
+	int resume;
 	struct op *retry;
 	int err;
 	char msg[1024];
 	uint64_t bytes_read, bytes_written;
 	long crash_after; /* TIERFS_UPDATE_CRASH_AFTER, 0: off */
-	int nfiles;	  /* struct fileio open, two descriptors each at most */
+	long fail_after;  /* TIERFS_UPDATE_FAIL_AFTER, 0: off */
+	long writes_seen;
+	int nfiles; /* struct fileio open, two descriptors each at most */
 	int max_files;
 	long writes_done;
 };
@@ -232,7 +243,7 @@ int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o)
 		}
 	if (o->layout == TU_LAYOUT_NATIVE) {
 		c->base_step = o->first_step ? o->first_step - 1 : c->li.native_step;
-		c->resume = !o->first_step;
+		c->resume = 1;
 	} else
 		c->base_step = o->first_step ? o->first_step - 1 : 0;
 	if (o->device == TU_DEVICE_CUDA) {
@@ -285,6 +296,9 @@ int tu_open(struct tu_ctx **out, const char *dir, const struct tu_options *o)
 	const char *crash = getenv("TIERFS_UPDATE_CRASH_AFTER");
 	if (crash)
 		c->crash_after = strtol(crash, NULL, 10);
+	const char *fail = getenv("TIERFS_UPDATE_FAIL_AFTER");
+	if (fail)
+		c->fail_after = strtol(fail, NULL, 10);
 	rc = io_uring_queue_init(RING_ENTRIES, &c->ring, 0);
 	if (rc)
 		return set_err(c, rc, "io_uring_queue_init: %s", strerror(-rc));
@@ -321,6 +335,7 @@ static void issue(struct tu_ctx *c, struct op *op)
 	if (!sqe) {
 		/* The error is set; no completion will come for this op, so
 		 * it must not stay counted (wait_slot would wait forever). */
+		op->f->failed = 1;
 		op_end(c, op);
 		return;
 	}
@@ -373,7 +388,7 @@ static void put_file(struct tu_ctx *c, struct fileio *f)
 {
 	if (--f->refs > 0)
 		return;
-	if (f->write && !f->sync_queued && !c->err) {
+	if (f->write && !f->sync_queued && f->whole && !f->failed) {
 		f->sync_queued = 1;
 		/* Held across add_op: an op that cannot be issued drops its
 		 * own reference at once (op_end), which must not free f
@@ -484,13 +499,15 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 			put_file(c, f);
 			return c->err;
 		}
-		for (uint64_t o = 0; o < seg->bytes && !c->err;) {
+		uint64_t o = 0;
+		while (o < seg->bytes && !c->err) {
 			int direct = o < aligned;
 			uint64_t lim = direct ? aligned : seg->bytes;
 			size_t n = lim - o > MAX_OP_BYTES ? MAX_OP_BYTES : (size_t)(lim - o);
 			add_op(c, s, f, buf + o, o, n, direct);
 			o += n;
 		}
+		f->whole = o >= seg->bytes && !c->err;
 		if (write)
 			c->bytes_written += seg->bytes;
 		else
@@ -544,6 +561,15 @@ static void complete(struct tu_ctx *c, struct op *op, int res)
 		c->retry = op;
 		return;
 	}
+	if (f->write && c->fail_after && ++c->writes_seen == c->fail_after) {
+		/* As a disk that lost the write: its bytes are not there. */
+		int fd = op->direct ? f->fd_direct : f->fd_buf;
+		fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)op->off,
+			  (off_t)op->len);
+		res = -EIO;
+	}
+	if (res < 0 || (res == 0 && op->done < op->len))
+		f->failed = 1;
 	if (res < 0) {
 		set_err(c, res, "%s: %s at offset %" PRIu64 ": %s", f->path,
 			f->write ? "write" : "read", op->off + op->done, strerror(-res));
@@ -754,7 +780,7 @@ int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn ste
 		/* Resuming a step an interrupted run did in part: the
 		 * sub-groups it finished (whole, see layout.h) are written back
 		 * as they are. */
-		if (c->resume && c->li.sub[sg].hdr_step >= step)
+		if (c->resume && si == 0 && c->li.sub[sg].hdr_step > c->li.native_step)
 			resume_copy(c, cur, &c->li.sub[sg]);
 		else if (update(c, cur, sg, step))
 			break;
@@ -805,6 +831,7 @@ int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn ste
 	wait_slot(c, NULL);
 	if (err)
 		c->err = err;
+	c->resume = 0;
 	if (!c->err) {
 		c->base_step += (uint64_t)nsteps;
 		for (int i = 0; i < c->nslots; i++)

@@ -665,9 +665,12 @@ static void test_kill_during_write_back(void **s)
 		}
 		free_states(x);
 		/* The next run of one step finishes the interrupted one: every
-		 * file ends as the uninterrupted run left it, bit for bit. */
+		 * file ends as the uninterrupted run left it, bit for bit,
+		 * whether or not it is told the step (--first-step). */
 		if (at1 < KILL_NSUB) {
-			run(a, &o, 1);
+			struct tu_options r = o;
+			r.first_step = t % 2;
+			run(a, &r, 1);
 			x = read_states(a, nx);
 			for (int i = 0; i < KILL_NSUB; i++) {
 				if (nx[i] != nb1[i] || memcmp(x[i], after[i], nb1[i]))
@@ -679,6 +682,59 @@ static void test_kill_during_write_back(void **s)
 			}
 			free_states(x);
 		}
+	}
+	free_states(before);
+	free_states(after);
+	rmtmp(a);
+	rmtmp(b);
+}
+
+/* A write that fails (EIO at the N-th write request): the run fails, and
+ * drains what it had in flight, but commits no state file it did not write
+ * whole; every sub-group is at step 0 or 1, and the next run finishes the
+ * step as an uninterrupted run would have. */
+static void test_write_fails(void **s)
+{
+	(void)s;
+	char *a = mktmp(), *b = mktmp();
+	char msg[256];
+	uint64_t params = (uint64_t)KILL_SUB * KILL_NSUB;
+	assert_int_equal(
+	    tu_init_dir(b, TU_LAYOUT_NATIVE, params, KILL_SUB, TU_BF16, 0, 8, msg, 256), 0);
+	size_t nb[KILL_NSUB], nb1[KILL_NSUB], nx[KILL_NSUB];
+	char **before = read_states(b, nb);
+	struct tu_options o = opts(TU_LAYOUT_NATIVE, TU_ORDER_ASCENDING, 0);
+	run(b, &o, 1);
+	char **after = read_states(b, nb1);
+	for (int n = 1; n <= 12; n++) {
+		assert_int_equal(
+		    tu_init_dir(a, TU_LAYOUT_NATIVE, params, KILL_SUB, TU_BF16, 0, 8, msg, 256), 0);
+		char env[16];
+		snprintf(env, sizeof(env), "%d", n);
+		setenv("TIERFS_UPDATE_FAIL_AFTER", env, 1);
+		struct tu_ctx *c;
+		assert_int_equal(tu_open(&c, a, &o), 0);
+		int rc = tu_run(c, 1, NULL, NULL, NULL);
+		unsetenv("TIERFS_UPDATE_FAIL_AFTER");
+		tu_close(c);
+		if (rc == 0)
+			break; /* fewer writes than n: nothing failed */
+		char **x = read_states(a, nx);
+		for (int i = 0; i < KILL_NSUB; i++) {
+			int old = nx[i] == nb[i] && !memcmp(x[i], before[i], nb[i]);
+			int new = nx[i] == nb1[i] && !memcmp(x[i], after[i], nb1[i]);
+			if (!old && !new)
+				print_error("write %d failed: sg-%05d.state is neither step 0 nor "
+					    "step 1\n",
+					    n, i);
+			assert_true(old || new);
+		}
+		free_states(x);
+		run(a, &o, 1);
+		x = read_states(a, nx);
+		for (int i = 0; i < KILL_NSUB; i++)
+			assert_true(nx[i] == nb1[i] && !memcmp(x[i], after[i], nb1[i]));
+		free_states(x);
 	}
 	free_states(before);
 	free_states(after);
@@ -831,6 +887,7 @@ int main(void)
 	    cmocka_unit_test(test_deepspeed_many_gradient_files),
 	    cmocka_unit_test(test_submit_fails),
 	    cmocka_unit_test(test_steps_far_apart),
+	    cmocka_unit_test(test_write_fails),
 	};
 	return cmocka_run_group_tests_name("cuda_update_pipeline", tests, NULL, NULL);
 }
