@@ -54,10 +54,11 @@ static pthread_mutex_t g_commit_lock = PTHREAD_MUTEX_INITIALIZER;
  * After a failed fdatasync the kernel drops the pages and a retry returns
  * 0, so the failure must be charged to the files written back to T before
  * it then, or their fsync would say the bytes are safe; files whose new
- * bytes went to other tiers are not concerned. g_wb_epoch is guarded by
- * fs->lock; g_sync_lock is taken before fs->lock. */
+ * bytes went to other tiers are not concerned. g_wb_epoch is atomic so that
+ * a failed sync can close its epoch the moment it returns, without waiting
+ * for fs->lock; g_sync_lock is taken before fs->lock. */
 static pthread_mutex_t g_sync_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t g_wb_epoch[CONF_MAX_TIERS] = {[0 ... CONF_MAX_TIERS - 1] = 1};
+static _Atomic uint64_t g_wb_epoch[CONF_MAX_TIERS] = {[0 ... CONF_MAX_TIERS - 1] = 1};
 /* Sync rounds begun and ended, and the last one's result: a caller whose
  * write-backs completed before round R began is served by R, so fsyncs
  * that queue behind a round share the next one (group commit) instead of
@@ -1331,9 +1332,10 @@ static void flush_done(struct tier_io *io)
 		}
 		e->written_back = !e->dirty;
 		unsigned t = b->tier; /* where the new bytes are, moved or not */
+		uint64_t ep = atomic_load(&g_wb_epoch[t]);
 		if (!in->wb_first[t])
-			in->wb_first[t] = g_wb_epoch[t];
-		in->wb_last[t] = g_wb_epoch[t];
+			in->wb_first[t] = ep;
+		in->wb_last[t] = ep;
 	}
 	e->refs--;
 	f->batch->inflight--;
@@ -1600,7 +1602,7 @@ static int sync_tiers(struct fs *fs)
 	uint64_t round = atomic_fetch_add(&g_rounds_begun, 1) + 1;
 	pthread_mutex_lock(&fs->lock);
 	for (int i = 0; i < n; i++)
-		epoch[i] = g_wb_epoch[i]++;
+		epoch[i] = atomic_fetch_add(&g_wb_epoch[i], 1);
 	pthread_mutex_unlock(&fs->lock);
 	int rc = 0;
 	for (int i = 0; i < n; i++) {
@@ -1611,10 +1613,8 @@ static int sync_tiers(struct fs *fs)
 			/* The failed flush may have covered write-backs that
 			 * completed while it ran, and the kernel reports it
 			 * once: charge them too (a success covers only those
-			 * before it began). */
-			pthread_mutex_lock(&fs->lock);
-			end[i] = g_wb_epoch[i]++;
-			pthread_mutex_unlock(&fs->lock);
+			 * before it began), and no later ones. */
+			end[i] = atomic_fetch_add(&g_wb_epoch[i], 1);
 			if (!rc)
 				rc = err[i];
 		}
