@@ -608,31 +608,102 @@ static void free_states(char **st)
 	free(st);
 }
 
+/* A native model of KILL_NSUB sub-groups at step 0 (before) and after one
+ * step (after), and a directory a to interrupt that step in. */
+struct two_steps {
+	char *a, *b;
+	char **before, **after;
+	size_t nb[KILL_NSUB], nb1[KILL_NSUB];
+	struct tu_options o;
+};
+
+static void two_steps_init(struct two_steps *w)
+{
+	char msg[256];
+	w->a = mktmp();
+	w->b = mktmp();
+	w->o = opts(TU_LAYOUT_NATIVE, TU_ORDER_ASCENDING, 0);
+	w->o.threads = 1;
+	w->o.extra_buffers = 0;
+	assert_int_equal(tu_init_dir(w->b, TU_LAYOUT_NATIVE, (uint64_t)KILL_SUB * KILL_NSUB,
+				     KILL_SUB, TU_BF16, 0, 8, msg, 256),
+			 0);
+	w->before = read_states(w->b, w->nb);
+	run(w->b, &w->o, 1);
+	w->after = read_states(w->b, w->nb1);
+}
+
+/* A fresh step-0 model in a, to interrupt. */
+static void two_steps_reset(struct two_steps *w)
+{
+	char msg[256];
+	assert_int_equal(tu_init_dir(w->a, TU_LAYOUT_NATIVE, (uint64_t)KILL_SUB * KILL_NSUB,
+				     KILL_SUB, TU_BF16, 0, 8, msg, 256),
+			 0);
+}
+
+/* Every sub-group in a is whole at step 0 or at step 1; returns how many
+ * at step 1. WHAT, N: for messages. */
+static int two_steps_check(const struct two_steps *w, const char *what, int n)
+{
+	size_t nx[KILL_NSUB];
+	char **x = read_states(w->a, nx);
+	int at1 = 0;
+	for (int i = 0; i < KILL_NSUB; i++) {
+		int old = nx[i] == w->nb[i] && !memcmp(x[i], w->before[i], w->nb[i]);
+		int new = nx[i] == w->nb1[i] && !memcmp(x[i], w->after[i], w->nb1[i]);
+		if (!old && !new)
+			print_error("%s %d: sg-%05d.state is neither step 0 nor step 1 (header "
+				    "says %" PRIu64 ")\n",
+				    what, n, i, ((struct tu_native_hdr *)x[i])->step);
+		assert_true(old || new);
+		at1 += new;
+	}
+	free_states(x);
+	return at1;
+}
+
+/* The next run of one step finishes the interrupted one: every file ends
+ * as the uninterrupted run left it, bit for bit, whether or not it is told
+ * the step (FIRST_STEP). */
+static void two_steps_resume(const struct two_steps *w, int first_step, const char *what, int n)
+{
+	struct tu_options r = w->o;
+	r.first_step = (uint64_t)first_step;
+	run(w->a, &r, 1);
+	size_t nx[KILL_NSUB];
+	char **x = read_states(w->a, nx);
+	for (int i = 0; i < KILL_NSUB; i++) {
+		if (nx[i] != w->nb1[i] || memcmp(x[i], w->after[i], w->nb1[i]))
+			print_error("%s %d: sg-%05d.state differs after the resumed step\n", what,
+				    n, i);
+		assert_true(nx[i] == w->nb1[i] && !memcmp(x[i], w->after[i], w->nb1[i]));
+	}
+	free_states(x);
+}
+
+static void two_steps_free(struct two_steps *w)
+{
+	free_states(w->before);
+	free_states(w->after);
+	rmtmp(w->a);
+	rmtmp(w->b);
+}
+
 /* A SIGKILL in the middle of the write-back (TIERFS_UPDATE_CRASH_AFTER, see
  * pipeline.c) must leave every sub-group entirely at step 0 or entirely at
- * step 1: its header and data from the same step. With in-place writes this
- * failed only sometimes (whether the kernel still carries out a killed
- * process's submitted requests depends on how far they got); the
- * deterministic check is test_state_file_replaced_whole. */
+ * step 1: its header and data from the same step; the next run resumes.
+ * With in-place writes this failed only sometimes (whether the kernel
+ * still carries out a killed process's submitted requests depends on how
+ * far they got); the deterministic check is test_state_file_replaced_whole. */
 static void test_kill_during_write_back(void **s)
 {
 	(void)s;
-	char *a = mktmp(), *b = mktmp();
-	char msg[256];
-	uint64_t params = (uint64_t)KILL_SUB * KILL_NSUB;
-	assert_int_equal(
-	    tu_init_dir(b, TU_LAYOUT_NATIVE, params, KILL_SUB, TU_BF16, 0, 8, msg, 256), 0);
-	size_t nb[KILL_NSUB], nb1[KILL_NSUB];
-	char **before = read_states(b, nb);
-	struct tu_options o = opts(TU_LAYOUT_NATIVE, TU_ORDER_ASCENDING, 0);
-	o.threads = 1;
-	o.extra_buffers = 0;
-	run(b, &o, 1);
-	char **after = read_states(b, nb1);
+	struct two_steps w;
+	two_steps_init(&w);
 	static const int kill_at[] = {1, 2, 3, 5, 8, 11};
 	for (size_t t = 0; t < sizeof(kill_at) / sizeof(kill_at[0]); t++) {
-		assert_int_equal(
-		    tu_init_dir(a, TU_LAYOUT_NATIVE, params, KILL_SUB, TU_BF16, 0, 8, msg, 256), 0);
+		two_steps_reset(&w);
 		fflush(NULL);
 		pid_t pid = fork();
 		assert_true(pid >= 0);
@@ -641,7 +712,7 @@ static void test_kill_during_write_back(void **s)
 			snprintf(n, sizeof(n), "%d", kill_at[t]);
 			setenv("TIERFS_UPDATE_CRASH_AFTER", n, 1);
 			struct tu_ctx *c;
-			if (tu_open(&c, a, &o) || tu_run(c, 1, NULL, NULL, NULL))
+			if (tu_open(&c, w.a, &w.o) || tu_run(c, 1, NULL, NULL, NULL))
 				_exit(3);
 			_exit(0);
 		}
@@ -650,43 +721,10 @@ static void test_kill_during_write_back(void **s)
 		if (!WIFSIGNALED(ws) || WTERMSIG(ws) != SIGKILL)
 			print_error("kill after %d writes: child status %#x\n", kill_at[t], ws);
 		assert_true(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
-		size_t nx[KILL_NSUB];
-		char **x = read_states(a, nx);
-		int at1 = 0;
-		for (int i = 0; i < KILL_NSUB; i++) {
-			int old = nx[i] == nb[i] && !memcmp(x[i], before[i], nb[i]);
-			int new = nx[i] == nb1[i] && !memcmp(x[i], after[i], nb1[i]);
-			if (!old && !new)
-				print_error("kill after %d writes: sg-%05d.state is neither step 0 "
-					    "nor step 1 (header says %" PRIu64 ")\n",
-					    kill_at[t], i, ((struct tu_native_hdr *)x[i])->step);
-			assert_true(old || new);
-			at1 += new;
-		}
-		free_states(x);
-		/* The next run of one step finishes the interrupted one: every
-		 * file ends as the uninterrupted run left it, bit for bit,
-		 * whether or not it is told the step (--first-step). */
-		if (at1 < KILL_NSUB) {
-			struct tu_options r = o;
-			r.first_step = t % 2;
-			run(a, &r, 1);
-			x = read_states(a, nx);
-			for (int i = 0; i < KILL_NSUB; i++) {
-				if (nx[i] != nb1[i] || memcmp(x[i], after[i], nb1[i]))
-					print_error(
-					    "kill after %d writes (%d of %d done): "
-					    "sg-%05d.state differs after the resumed step\n",
-					    kill_at[t], at1, KILL_NSUB, i);
-				assert_true(nx[i] == nb1[i] && !memcmp(x[i], after[i], nb1[i]));
-			}
-			free_states(x);
-		}
+		if (two_steps_check(&w, "kill after writes:", kill_at[t]) < KILL_NSUB)
+			two_steps_resume(&w, (int)(t % 2), "kill after writes:", kill_at[t]);
 	}
-	free_states(before);
-	free_states(after);
-	rmtmp(a);
-	rmtmp(b);
+	two_steps_free(&w);
 }
 
 /* A write that fails (EIO at the N-th write request): the run fails, and
@@ -696,50 +734,24 @@ static void test_kill_during_write_back(void **s)
 static void test_write_fails(void **s)
 {
 	(void)s;
-	char *a = mktmp(), *b = mktmp();
-	char msg[256];
-	uint64_t params = (uint64_t)KILL_SUB * KILL_NSUB;
-	assert_int_equal(
-	    tu_init_dir(b, TU_LAYOUT_NATIVE, params, KILL_SUB, TU_BF16, 0, 8, msg, 256), 0);
-	size_t nb[KILL_NSUB], nb1[KILL_NSUB], nx[KILL_NSUB];
-	char **before = read_states(b, nb);
-	struct tu_options o = opts(TU_LAYOUT_NATIVE, TU_ORDER_ASCENDING, 0);
-	run(b, &o, 1);
-	char **after = read_states(b, nb1);
+	struct two_steps w;
+	two_steps_init(&w);
 	for (int n = 1; n <= 12; n++) {
-		assert_int_equal(
-		    tu_init_dir(a, TU_LAYOUT_NATIVE, params, KILL_SUB, TU_BF16, 0, 8, msg, 256), 0);
+		two_steps_reset(&w);
 		char env[16];
 		snprintf(env, sizeof(env), "%d", n);
 		setenv("TIERFS_UPDATE_FAIL_AFTER", env, 1);
 		struct tu_ctx *c;
-		assert_int_equal(tu_open(&c, a, &o), 0);
+		assert_int_equal(tu_open(&c, w.a, &w.o), 0);
 		int rc = tu_run(c, 1, NULL, NULL, NULL);
 		unsetenv("TIERFS_UPDATE_FAIL_AFTER");
 		tu_close(c);
 		if (rc == 0)
 			break; /* fewer writes than n: nothing failed */
-		char **x = read_states(a, nx);
-		for (int i = 0; i < KILL_NSUB; i++) {
-			int old = nx[i] == nb[i] && !memcmp(x[i], before[i], nb[i]);
-			int new = nx[i] == nb1[i] && !memcmp(x[i], after[i], nb1[i]);
-			if (!old && !new)
-				print_error("write %d failed: sg-%05d.state is neither step 0 nor "
-					    "step 1\n",
-					    n, i);
-			assert_true(old || new);
-		}
-		free_states(x);
-		run(a, &o, 1);
-		x = read_states(a, nx);
-		for (int i = 0; i < KILL_NSUB; i++)
-			assert_true(nx[i] == nb1[i] && !memcmp(x[i], after[i], nb1[i]));
-		free_states(x);
+		two_steps_check(&w, "failed write", n);
+		two_steps_resume(&w, 0, "failed write", n);
 	}
-	free_states(before);
-	free_states(after);
-	rmtmp(a);
-	rmtmp(b);
+	two_steps_free(&w);
 }
 
 /* The state file is never rewritten in place: the new one is written
