@@ -214,12 +214,6 @@ static void set_pin(fuse_req_t req, uint64_t ino, const char *value, size_t size
 			fuse_reply_err(req, EINVAL);
 			return;
 		}
-		if (t != fs->ram && !tier_persistent(fs->tiers[t])) {
-			TFS_LOG("setfattr %s: tier '%s' is not persistent: blocks never move there",
-				X_PIN, name);
-			fuse_reply_err(req, EINVAL);
-			return;
-		}
 	}
 	pthread_mutex_lock(&fs->lock);
 	struct inode *in;

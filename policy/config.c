@@ -1034,7 +1034,7 @@ static void finish_policy(struct parse *p)
 	c->nstripe = 0;
 	if (!p->pkline[PK_STRIPE]) {
 		for (int i = 0; i < c->ntiers; i++)
-			if (c->tiers[i].kind == TIER_POSIX && c->tiers[i].persistent)
+			if (c->tiers[i].kind == TIER_POSIX)
 				c->stripe[c->nstripe++] = i;
 		return;
 	}
@@ -1052,10 +1052,6 @@ static void finish_policy(struct parse *p)
 				  "tier '%s' is the ram tier (the cache); stripe over persistent "
 				  "posix tiers",
 				  tok);
-			return;
-		}
-		if (!c->tiers[i].persistent) {
-			key_error(p, line, "stripe", "tier '%s' is not persistent", tok);
 			return;
 		}
 		for (int j = 0; j < c->nstripe; j++) {
