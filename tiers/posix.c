@@ -300,7 +300,7 @@ static int probe_direct(struct posix_tier *pt)
 		int e = errno;
 		if (e == EINVAL) {
 			rc = 0;
-		} else if (e == ENOSPC || e == EDQUOT) {
+		} else if (no_space(-e)) {
 			/* check_info has made tier.info by now. */
 			snprintf(path, sizeof(path), "%s/%s", pt->dir, INFO_NAME);
 			fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -321,7 +321,7 @@ static int probe_direct(struct posix_tier *pt)
 		return rc;
 	}
 	ssize_t n = pwrite(fd, buf, 4096, 0);
-	if (n < 0 && (errno == ENOSPC || errno == EDQUOT)) {
+	if (n < 0 && no_space(-errno)) {
 		rc = probe_read(pt, fd, buf, path);
 	} else if (n < 0 && errno == EINVAL) {
 		rc = 0;
