@@ -1751,13 +1751,13 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 		while (e->flushing)
 			pthread_cond_wait(&fs->cond, &fs->lock);
 		if (tier == fs->ram) {
-			/* The record's removal is queued before its slot is
-			 * freed, as in drop_blocks_from. */
-			if (b->tier != TIER_NONE && (rc = pend_add(in->ino, i))) {
-				entry_put(fs, e);
-				break;
-			}
 			if (b->tier != TIER_NONE) {
+				/* The record's removal is queued before its slot
+				 * is freed, as in drop_blocks_from. */
+				if ((rc = pend_add(in->ino, i))) {
+					entry_put(fs, e);
+					break;
+				}
 				defer_free(fs, b->tier, b->slot);
 				b->tier = TIER_NONE;
 				b->csum = 0;
