@@ -382,8 +382,8 @@ static int add_op(struct tu_ctx *c, struct slot *s, struct fileio *f, char *buf,
 		  size_t len, int direct);
 
 /* Drops a reference to f. The last one of a written file queues its
- * fdatasync (which holds a reference again) unless an error already ended
- * the run; the file is closed once nothing refers to it. */
+ * fdatasync (which holds a reference again) if the file was written whole;
+ * the file is closed once nothing refers to it. */
 static void put_file(struct tu_ctx *c, struct fileio *f)
 {
 	if (--f->refs > 0)
@@ -484,8 +484,7 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 				f->fd_direct = open_file(f, 1);
 				if (f->fd_direct < 0 && errno != EINVAL) {
 					int e = errno;
-					f->write = 0; /* nothing written: no sync */
-					put_file(c, f);
+					put_file(c, f); /* not whole: never synced */
 					return set_err(c, -e, "%s: open for %s (sub-group %s): %s",
 						       f->path, write ? "writing" : "reading",
 						       g->name, strerror(e));
@@ -495,7 +494,6 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 			}
 		}
 		if (aligned < seg->bytes && open_buffered(c, f)) {
-			f->write = 0;
 			put_file(c, f);
 			return c->err;
 		}
