@@ -75,7 +75,7 @@ static int open_tiers(struct fs *fs)
 		    .direct = ct->direct,
 		    .queue_depth = ct->queue_depth,
 		    .slab_size = ct->slab_size,
-		    .max_bandwidth = ct->max_bandwidth,
+		    .max_bandwidth = {ct->max_bandwidth_read, ct->max_bandwidth_write},
 		};
 		int rc = tier_open(&p, &fs->tiers[i]);
 		if (rc)
@@ -293,7 +293,7 @@ static int calibrate(struct fs *fs)
 }
 
 /* Stripe weights: the configured ones if any stripe tier sets `weight`,
- * else each tier's read bandwidth (capped by max_bandwidth), so a read of
+ * else each tier's read bandwidth (capped by its read cap), so a read of
  * a striped file ends on every tier at once. */
 static int build_stripe(struct fs *fs)
 {
@@ -308,8 +308,9 @@ static int build_stripe(struct fs *fs)
 	for (int k = 0; k < n; k++) {
 		int i = fs->conf.stripe[k];
 		uint64_t bw = fs->bw_read[i];
-		if (fs->conf.tiers[i].max_bandwidth && bw > fs->conf.tiers[i].max_bandwidth)
-			bw = fs->conf.tiers[i].max_bandwidth;
+		uint64_t cap = fs->conf.tiers[i].max_bandwidth_read;
+		if (cap && bw > cap)
+			bw = cap;
 		w[k] = explicit || !measured ? fs->conf.tiers[i].weight : bw / 1000000 + 1;
 	}
 	return stripe_init(&fs->stripe, n, fs->conf.stripe, w);

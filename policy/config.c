@@ -258,11 +258,24 @@ enum tier_key {
 	TK_BW_READ,
 	TK_BW_WRITE,
 	TK_MAX_BW,
+	TK_MAX_BW_READ,
+	TK_MAX_BW_WRITE,
 	TK_N
 };
-static const char *const tier_keys[TK_N] = {
-    "type",	   "path",	"capacity",  "persistent",     "weight",	  "direct",
-    "queue_depth", "slab_size", "bandwidth", "bandwidth_read", "bandwidth_write", "max_bandwidth"};
+static const char *const tier_keys[TK_N] = {"type",
+					    "path",
+					    "capacity",
+					    "persistent",
+					    "weight",
+					    "direct",
+					    "queue_depth",
+					    "slab_size",
+					    "bandwidth",
+					    "bandwidth_read",
+					    "bandwidth_write",
+					    "max_bandwidth",
+					    "max_bandwidth_read",
+					    "max_bandwidth_write"};
 
 enum policy_key { PK_STRIPE, PK_LEARN, PK_PREFETCH, PK_N };
 static const char *const policy_keys[PK_N] = {"stripe", "learn", "prefetch_depth"};
@@ -274,6 +287,7 @@ struct tier_extra {
 	int kline[TK_N]; /* line of each key, 0 = not given */
 	bool bw_auto;	 /* bandwidth = auto */
 	uint64_t bw, bw_read, bw_write;
+	uint64_t max_bw, max_bw_read, max_bw_write; /* 0 = none */
 	dev_t dev; /* posix: identity of the directory, to catch duplicates */
 	ino_t ino;
 };
@@ -745,16 +759,22 @@ static void tier_key(struct parse *p, const char *name, const char *v)
 		break;
 	}
 	case TK_MAX_BW:
+	case TK_MAX_BW_READ:
+	case TK_MAX_BW_WRITE: {
+		uint64_t *dst = k == TK_MAX_BW	      ? &tx->max_bw
+				: k == TK_MAX_BW_READ ? &tx->max_bw_read
+						      : &tx->max_bw_write;
 		if (!strcasecmp(v, "none"))
-			t->max_bandwidth = 0;
+			*dst = 0;
 		else if (config_parse_bandwidth(v, &x) < 0)
 			key_error(p, p->line, name, "'%s' is not none or a bandwidth (e.g. 2G/s)",
 				  v);
 		else if (x == 0)
 			key_error(p, p->line, name, "must be greater than zero (or none)");
 		else
-			t->max_bandwidth = x;
+			*dst = x;
 		break;
+	}
 	default:
 		break;
 	}
@@ -876,6 +896,8 @@ static void finish_tiers(struct parse *p)
 		/* A specific direction overrides "bandwidth", in either order. */
 		t->bandwidth_read = tx->kline[TK_BW_READ] ? tx->bw_read : tx->bw;
 		t->bandwidth_write = tx->kline[TK_BW_WRITE] ? tx->bw_write : tx->bw;
+		t->max_bandwidth_read = tx->kline[TK_MAX_BW_READ] ? tx->max_bw_read : tx->max_bw;
+		t->max_bandwidth_write = tx->kline[TK_MAX_BW_WRITE] ? tx->max_bw_write : tx->max_bw;
 
 		if (t->kind == TIER_RAM) {
 			static const int posix_only[] = {TK_PATH, TK_DIRECT, TK_SLAB};

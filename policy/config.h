@@ -4,7 +4,8 @@
  *   [mount]        block_size, metadata, sync_on_close, allow_other, threads,
  *                  dirty_ratio, flush_interval
  *   [tier NAME]    type = ram | posix, path, capacity, persistent, weight,
- *                  direct, queue_depth, slab_size, bandwidth, max_bandwidth
+ *                  direct, queue_depth, slab_size, bandwidth[_read|_write],
+ *                  max_bandwidth[_read|_write]
  *   [policy]       stripe, learn, prefetch_depth
  *   [rule NAME]    match (glob on the path inside the mount), tier, persistent
  *
@@ -38,9 +39,12 @@ struct conf_tier {
 	uint64_t slab_size;	  /* posix: 0 (default) = as formatted, new: 1G */
 	uint64_t bandwidth_read;  /* bytes/s, 0 = auto (measure at mount) */
 	uint64_t bandwidth_write; /* bytes/s, 0 = auto */
-	uint64_t max_bandwidth;	  /* bytes/s cap, 0 = none */
-	bool implicit;		  /* ram cache synthesized when the file names none */
-	int line;		  /* line of the [tier NAME] header */
+	/* bytes/s caps, 0 = none: max_bandwidth sets both, the _read and
+	 * _write keys one direction each (each direction its own, as io.max) */
+	uint64_t max_bandwidth_read;
+	uint64_t max_bandwidth_write;
+	bool implicit; /* ram cache synthesized when the file names none */
+	int line;      /* line of the [tier NAME] header */
 };
 
 struct conf_rule {

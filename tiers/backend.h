@@ -47,7 +47,7 @@ struct tier {
 	uint32_t block_size;
 	uint64_t slots_total;
 	unsigned queue_depth;
-	uint64_t max_bandwidth; /* bytes/s, 0 = none; applied by the backend */
+	uint64_t max_bandwidth[2]; /* bytes/s per enum tier_op, 0 = none; applied by the backend */
 	const struct tier_backend *be;
 	void *be_priv;
 	bool direct; /* set by the posix backend's open */

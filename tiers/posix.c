@@ -777,7 +777,7 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 
 	struct sched_params sp = {
 	    .limit = t->queue_depth,
-	    .max_bandwidth = t->max_bandwidth,
+	    .max_bandwidth = {t->max_bandwidth[TIER_OP_READ], t->max_bandwidth[TIER_OP_WRITE]},
 	    .io_bytes = t->block_size,
 	};
 	rc = sched_init(&pt->sched, &sp);

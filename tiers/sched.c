@@ -1,7 +1,8 @@
 /*
  * tiers/sched.c — per-tier I/O scheduler: priority FIFOs, bounded in-flight,
- * anti-starvation aging and a GCRA bandwidth cap. See sched.h for the rules
- * and for why they exist. Not thread-safe: the backend lock guards it all.
+ * anti-starvation aging and GCRA bandwidth caps, one per direction. See
+ * sched.h for the rules and for why they exist. Not thread-safe: the
+ * backend lock guards it all.
  */
 #include <errno.h>
 #include <string.h>
@@ -14,23 +15,26 @@ int sched_init(struct sched *s, const struct sched_params *p)
 {
 	if (!p || p->limit == 0)
 		return -EINVAL;
-	if (p->max_bandwidth && p->io_bytes == 0)
+	if ((p->max_bandwidth[TIER_OP_READ] || p->max_bandwidth[TIER_OP_WRITE]) && p->io_bytes == 0)
 		return -EINVAL;
 	memset(s, 0, sizeof(*s));
 	s->limit = p->limit;
 	s->starve_after = p->starve_after ? p->starve_after : SCHED_STARVE_DEFAULT;
 	s->max_wait_ns = p->max_wait_ns;
-	if (p->max_bandwidth) {
+	for (int d = 0; d < 2; d++) {
+		uint64_t cap = p->max_bandwidth[d];
+		if (!cap)
+			continue;
 		/* Per-I/O cost in ns of budget; at least 1 so a huge cap still
 		 * counts. 128-bit to avoid overflow for big blocks. */
 		unsigned __int128 c = (unsigned __int128)p->io_bytes * 1000000000u;
-		c /= p->max_bandwidth;
-		s->cost_ns = c ? (uint64_t)c : 1;
+		c /= cap;
+		s->cost_ns[d] = c ? (uint64_t)c : 1;
 		uint64_t burst = p->burst_bytes ? p->burst_bytes : (uint64_t)p->limit * p->io_bytes;
-		unsigned __int128 b = (unsigned __int128)burst * 1000000000u / p->max_bandwidth;
+		unsigned __int128 b = (unsigned __int128)burst * 1000000000u / cap;
 		/* GCRA tolerance: the first I/O always passes, so the depth
 		 * beyond it is burst - one I/O (0 = strict pacing). */
-		s->burst_ns = (uint64_t)b >= s->cost_ns ? (uint64_t)b - s->cost_ns : 0;
+		s->burst_ns[d] = (uint64_t)b >= s->cost_ns[d] ? (uint64_t)b - s->cost_ns[d] : 0;
 	}
 	return 0;
 }
@@ -50,13 +54,35 @@ void sched_push(struct sched *s, struct tier_io *io)
 	s->st.pushed[c]++;
 }
 
-/* The class to serve: an aged one if any rule says so, else the most
- * urgent non-empty one; -1 when all are empty. *aged tells which. */
+/* The bucket an I/O draws on. */
+static unsigned io_dir(const struct tier_io *io)
+{
+	return io->op == TIER_OP_WRITE ? TIER_OP_WRITE : TIER_OP_READ;
+}
+
+/* ns until direction D's bucket lets one I/O through; 0 = now. */
+static uint64_t cap_wait(const struct sched *s, unsigned d, uint64_t now_ns)
+{
+	if (!s->cost_ns[d])
+		return 0;
+	uint64_t tat = s->tat_ns[d] > now_ns ? s->tat_ns[d] : now_ns;
+	return tat > now_ns + s->burst_ns[d] ? tat - now_ns - s->burst_ns[d] : 0;
+}
+
+/* Whether class C's head may go now: queued, and its direction's bucket
+ * has room. */
+static bool ready(const struct sched *s, int c, uint64_t now_ns)
+{
+	return s->head[c] && cap_wait(s, io_dir(s->head[c]), now_ns) == 0;
+}
+
+/* The class to serve among those ready: an aged one if any rule says so,
+ * else the most urgent; -1 when none is ready. *aged tells which. */
 static int pick_class(const struct sched *s, uint64_t now_ns, bool *aged)
 {
 	int top = -1;
 	for (int c = 0; c < SCHED_NPRIO; c++) {
-		if (s->head[c]) {
+		if (ready(s, c, now_ns)) {
 			top = c;
 			break;
 		}
@@ -72,7 +98,7 @@ static int pick_class(const struct sched *s, uint64_t now_ns, bool *aged)
 		uint64_t best_ts = 0;
 		for (int c = top; c < SCHED_NPRIO; c++) {
 			const struct tier_io *h = s->head[c];
-			if (!h || h->submit_ns == 0 || now_ns < h->submit_ns ||
+			if (!ready(s, c, now_ns) || h->submit_ns == 0 || now_ns < h->submit_ns ||
 			    now_ns - h->submit_ns <= s->max_wait_ns)
 				continue;
 			if (best < 0 || h->submit_ns < best_ts) {
@@ -90,7 +116,7 @@ static int pick_class(const struct sched *s, uint64_t now_ns, bool *aged)
 	/* Dispatch aging: the most passed-over class beyond the bound. */
 	int best = -1;
 	for (int c = top + 1; c < SCHED_NPRIO; c++) {
-		if (s->head[c] && s->skipped[c] >= s->starve_after &&
+		if (ready(s, c, now_ns) && s->skipped[c] >= s->starve_after &&
 		    (best < 0 || s->skipped[c] > s->skipped[best]))
 			best = c;
 	}
@@ -109,21 +135,30 @@ struct tier_io *sched_pop(struct sched *s, uint64_t now_ns, uint64_t *wait_ns)
 		return NULL;
 	bool aged;
 	int c = pick_class(s, now_ns, &aged);
-	if (c < 0)
-		return NULL;
-	if (s->cost_ns) {
-		/* GCRA: allowed when the theoretical arrival time is no more
-		 * than burst_ns ahead of now. */
-		uint64_t tat = s->tat_ns > now_ns ? s->tat_ns : now_ns;
-		if (tat > now_ns + s->burst_ns) {
-			if (wait_ns)
-				*wait_ns = tat - now_ns - s->burst_ns;
-			s->st.throttled++;
-			return NULL;
+	if (c < 0) {
+		/* Nothing queued, or every head waits for its bucket: the
+		 * first of those to fill decides the wait. */
+		uint64_t wait = 0;
+		for (int k = 0; k < SCHED_NPRIO; k++) {
+			if (!s->head[k])
+				continue;
+			uint64_t w = cap_wait(s, io_dir(s->head[k]), now_ns);
+			if (w && (!wait || w < wait))
+				wait = w;
 		}
-		s->tat_ns = tat + s->cost_ns;
+		if (wait) {
+			s->st.throttled++;
+			if (wait_ns)
+				*wait_ns = wait;
+		}
+		return NULL;
 	}
 	struct tier_io *io = s->head[c];
+	unsigned d = io_dir(io);
+	if (s->cost_ns[d]) {
+		uint64_t tat = s->tat_ns[d] > now_ns ? s->tat_ns[d] : now_ns;
+		s->tat_ns[d] = tat + s->cost_ns[d];
+	}
 	s->head[c] = io->next;
 	if (!s->head[c])
 		s->tail[c] = NULL;

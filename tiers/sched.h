@@ -16,7 +16,11 @@
  *   - time aging (optional): a head whose io->submit_ns (set by the tier
  *     layer at submission, same clock as now_ns) is older than max_wait_ns is
  *     served before higher classes.
- * An optional token bucket (GCRA) caps the bytes/s dispatched (max_bandwidth).
+ * Optional token buckets (GCRA) cap the bytes/s dispatched, one for reads
+ * and one for writes (max_bandwidth[op]), as the kernel's io.max caps rbps
+ * and wbps: a device serves reads and writes side by side, and so does the
+ * cap. A class whose head waits for its direction's tokens does not hold
+ * back a class whose head goes the other way.
  *
  * Lives below policy/: includes nothing from policy/ or fs/.
  *
@@ -35,20 +39,20 @@
 #define SCHED_NPRIO 4 /* TIER_PRIO_DEMAND .. TIER_PRIO_WRITEBACK */
 
 struct sched_params {
-	unsigned limit;		/* max I/Os in flight, >= 1 */
-	unsigned starve_after;	/* dispatches a waiting class may be passed over;
-				   0 = default 8 */
-	uint64_t max_wait_ns;	/* time aging on io->submit_ns; 0 = off */
-	uint64_t max_bandwidth; /* bytes/s cap; 0 = none */
-	uint32_t io_bytes;	/* bytes one I/O moves (the block size), for the cap */
-	uint64_t burst_bytes;	/* bucket depth; 0 = default limit * io_bytes */
+	unsigned limit;		   /* max I/Os in flight, >= 1 */
+	unsigned starve_after;	   /* dispatches a waiting class may be passed over;
+				      0 = default 8 */
+	uint64_t max_wait_ns;	   /* time aging on io->submit_ns; 0 = off */
+	uint64_t max_bandwidth[2]; /* bytes/s cap per enum tier_op; 0 = none */
+	uint32_t io_bytes;	   /* bytes one I/O moves (the block size), for the cap */
+	uint64_t burst_bytes;	   /* bucket depth; 0 = default limit * io_bytes */
 };
 
 struct sched_stats {
 	uint64_t pushed[SCHED_NPRIO];
 	uint64_t dispatched[SCHED_NPRIO];
 	uint64_t aged;	    /* dispatches made out of priority order to prevent starvation */
-	uint64_t throttled; /* sched_pop calls refused by the bandwidth cap */
+	uint64_t throttled; /* sched_pop calls refused by a bandwidth cap */
 };
 
 /* Plain data so a backend can embed it; fields are private to sched.c. */
@@ -58,9 +62,10 @@ struct sched {
 	uint64_t skipped[SCHED_NPRIO]; /* dispatches that passed this class while non-empty */
 	unsigned inflight, limit, starve_after;
 	uint64_t max_wait_ns;
-	uint64_t cost_ns;  /* bucket: ns of budget one I/O consumes (0 = no cap) */
-	uint64_t burst_ns; /* bucket depth expressed in ns */
-	uint64_t tat_ns;   /* GCRA theoretical arrival time */
+	/* One bucket per enum tier_op. */
+	uint64_t cost_ns[2];  /* ns of budget one I/O consumes (0 = no cap) */
+	uint64_t burst_ns[2]; /* bucket depth expressed in ns */
+	uint64_t tat_ns[2];   /* GCRA theoretical arrival time */
 	struct sched_stats st;
 };
 
@@ -72,11 +77,11 @@ int sched_init(struct sched *s, const struct sched_params *p);
 void sched_push(struct sched *s, struct tier_io *io);
 
 /* The next I/O to submit, or NULL. NULL when nothing is queued, when
- * `limit` I/Os are in flight (call again after sched_done), or when the
- * bandwidth cap says wait: then *wait_ns (if non-NULL) gets the ns to wait
- * (0 in the other NULL cases). now_ns: a monotonic clock (CLOCK_MONOTONIC
- * ns), only used for time aging and the cap. A returned I/O counts as in
- * flight until sched_done. */
+ * `limit` I/Os are in flight (call again after sched_done), or when every
+ * queued head waits for its direction's cap: then *wait_ns (if non-NULL)
+ * gets the ns until the first of them may go (0 in the other NULL cases). now_ns: a monotonic clock
+ * (CLOCK_MONOTONIC ns), only used for time aging and the cap. A returned I/O counts as in flight
+ * until sched_done. */
 struct tier_io *sched_pop(struct sched *s, uint64_t now_ns, uint64_t *wait_ns);
 
 /* One dispatched I/O completed. */

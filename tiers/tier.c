@@ -126,11 +126,13 @@ int tier_open(const struct tier_params *p, struct tier **out)
 	t->block_size = p->block_size;
 	t->slots_total = slots + p->extra_slots;
 	t->queue_depth = p->queue_depth;
-	t->max_bandwidth = p->max_bandwidth;
+	t->max_bandwidth[TIER_OP_READ] = p->max_bandwidth[TIER_OP_READ];
+	t->max_bandwidth[TIER_OP_WRITE] = p->max_bandwidth[TIER_OP_WRITE];
 	t->be = be;
 	pthread_mutex_init(&t->idle_lock, NULL);
 	pthread_cond_init(&t->idle_cond, NULL);
-	if (p->kind == TIER_RAM && p->max_bandwidth)
+	if (p->kind == TIER_RAM &&
+	    (p->max_bandwidth[TIER_OP_READ] || p->max_bandwidth[TIER_OP_WRITE]))
 		tier_log(t, "max_bandwidth is ignored on a RAM tier");
 	int rc = bitmap_init(&t->slots, t->slots_total);
 	if (rc) {

@@ -68,15 +68,15 @@ struct tier_io {
 struct tier_params {
 	const char *name;
 	enum tier_kind kind;
-	const char *path;	/* TIER_POSIX: the directory holding slab files */
-	uint64_t capacity;	/* bytes; rounded down to whole blocks */
-	uint32_t block_size;	/* bytes, power of two, >= 4096 */
-	bool persistent;	/* survives unmount (ram: never) */
-	int direct;		/* TIER_POSIX: -1 auto, 0 buffered, 1 O_DIRECT required */
-	unsigned queue_depth;	/* in-flight I/O bound, >= 1 */
-	uint64_t slab_size;	/* TIER_POSIX: bytes per slab file (0 = default 1 GiB) */
-	uint64_t max_bandwidth; /* bytes/s cap, 0 = none (issue 3) */
-	uint64_t extra_slots;	/* slots beyond the capacity, for the caller's own use */
+	const char *path;	   /* TIER_POSIX: the directory holding slab files */
+	uint64_t capacity;	   /* bytes; rounded down to whole blocks */
+	uint32_t block_size;	   /* bytes, power of two, >= 4096 */
+	bool persistent;	   /* survives unmount (ram: never) */
+	int direct;		   /* TIER_POSIX: -1 auto, 0 buffered, 1 O_DIRECT required */
+	unsigned queue_depth;	   /* in-flight I/O bound, >= 1 */
+	uint64_t slab_size;	   /* TIER_POSIX: bytes per slab file (0 = default 1 GiB) */
+	uint64_t max_bandwidth[2]; /* bytes/s cap per enum tier_op, 0 = none (issue 3) */
+	uint64_t extra_slots;	   /* slots beyond the capacity, for the caller's own use */
 };
 
 /* Counters; updated atomically by the tier layer, read by anyone. */

@@ -164,7 +164,8 @@ static void test_all_keys(void **state)
 	assert_int_equal(t->slab_size, 512ULL << 20);
 	assert_int_equal(t->bandwidth_read, 2ULL << 30);
 	assert_int_equal(t->bandwidth_write, 1ULL << 30);
-	assert_int_equal(t->max_bandwidth, 3ULL << 30);
+	assert_int_equal(t->max_bandwidth_read, 3ULL << 30);
+	assert_int_equal(t->max_bandwidth_write, 3ULL << 30);
 	assert_false(t->implicit);
 	assert_int_equal(t->line, 11);
 
@@ -393,22 +394,27 @@ static void test_parse_bandwidth_bool(void **state)
 		assert_int_equal(config_parse_bool(neither[i], &b), -EINVAL);
 }
 
-/* bandwidth_read/_write override bandwidth whatever the order. */
+/* bandwidth_read/_write override bandwidth whatever the order, and
+ * max_bandwidth_read/_write override max_bandwidth the same way. */
 static void test_bandwidth_keys(void **state)
 {
 	(void)state;
 	assert_int_equal(load("[tier d]\ntype = posix\npath = @D@/a\n"
 			      "bandwidth_read = 3G/s\nbandwidth = 1G/s\n"
+			      "max_bandwidth_write = 200M/s\nmax_bandwidth = 500M/s\n"
 			      "[tier e]\ntype = posix\npath = @D@/b\nbandwidth = 1G/s\n"
 			      "max_bandwidth = none\n"),
 			 0);
+	assert_int_equal(cfg.tiers[0].max_bandwidth_read, 500ULL << 20);
+	assert_int_equal(cfg.tiers[0].max_bandwidth_write, 200ULL << 20);
+	assert_int_equal(cfg.tiers[1].max_bandwidth_read, 0);
+	assert_int_equal(cfg.tiers[1].max_bandwidth_write, 0);
 	assert_int_equal(cfg.tiers[0].bandwidth_read, 3ULL << 30);
 	assert_int_equal(cfg.tiers[0].bandwidth_write, 1ULL << 30);
 	assert_int_equal(cfg.tiers[1].bandwidth_read, 1ULL << 30);
 	assert_int_equal(cfg.tiers[1].bandwidth_write, 1ULL << 30);
-	assert_int_equal(cfg.tiers[1].max_bandwidth, 0);
 	assert_int_equal(cfg.tiers[0].line, 1);
-	assert_int_equal(cfg.tiers[1].line, 6);
+	assert_int_equal(cfg.tiers[1].line, 8);
 }
 
 /* ---- the example configs --------------------------------------------- */

@@ -192,7 +192,7 @@ static void test_probe_capped(void **state)
 				.direct = -1,
 				.queue_depth = 8,
 				.slab_size = SLAB,
-				.max_bandwidth = cap};
+				.max_bandwidth = {cap, cap}};
 	struct tier *t = NULL;
 	assert_int_equal(tier_open(&p, &t), 0);
 	uint64_t rd = 0, wr = 0;

@@ -1,7 +1,7 @@
 /*
  * tests/unit/test_sched.c — the per-tier scheduler: priority order, FIFO
  * within a class, the in-flight bound, no starvation of write-back under a
- * continuous demand load, and the bandwidth cap's pacing.
+ * continuous demand load, and the bandwidth caps' pacing, one per direction.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -29,7 +29,7 @@ static void test_init_rejects(void **state)
 	struct sched_params p = {.limit = 0};
 	assert_int_equal(sched_init(&s, &p), -EINVAL);
 	p.limit = 4;
-	p.max_bandwidth = 1000;
+	p.max_bandwidth[TIER_OP_WRITE] = 1000;
 	assert_int_equal(sched_init(&s, &p), -EINVAL); /* cap without io_bytes */
 	p.io_bytes = 4096;
 	assert_int_equal(sched_init(&s, &p), 0);
@@ -211,7 +211,7 @@ static void test_bandwidth_cap(void **state)
 	(void)state;
 	struct sched s;
 	struct sched_params p = {
-	    .limit = 100, .max_bandwidth = 1000000, .io_bytes = 1000, .burst_bytes = 2000};
+	    .limit = 100, .max_bandwidth = {1000000, 0}, .io_bytes = 1000, .burst_bytes = 2000};
 	assert_int_equal(sched_init(&s, &p), 0);
 	struct tier_io io[50];
 	for (int i = 0; i < 50; i++) {
@@ -243,13 +243,76 @@ static void test_bandwidth_cap(void **state)
 	assert_true(st.throttled > 0);
 }
 
+/* Reads and writes each have their own bucket, as io.max's rbps and wbps:
+ * 40 reads and 40 writes at 1 I/O per ms each take about 40 ms, not the 80
+ * one shared bucket would take, and a throttled read at the head of the
+ * demand class does not hold back the write-back behind it. */
+static void test_caps_per_direction(void **state)
+{
+	(void)state;
+	struct sched s;
+	struct sched_params p = {.limit = 100,
+				 .max_bandwidth = {1000000, 1000000},
+				 .io_bytes = 1000,
+				 .burst_bytes = 2000};
+	assert_int_equal(sched_init(&s, &p), 0);
+	struct tier_io rd[42], wr[42];
+	for (int i = 0; i < 42; i++) {
+		init_io(&rd[i], TIER_PRIO_DEMAND, (uint64_t)i);
+		rd[i].op = TIER_OP_READ;
+		sched_push(&s, &rd[i]);
+		init_io(&wr[i], TIER_PRIO_WRITEBACK, (uint64_t)(100 + i));
+		wr[i].op = TIER_OP_WRITE;
+		sched_push(&s, &wr[i]);
+	}
+	uint64_t now = 1000000000ull, wait = 0;
+	/* The read burst first (demand is the top class), then the write
+	 * burst while the reads wait, then nothing. */
+	assert_ptr_equal(sched_pop(&s, now, &wait), &rd[0]);
+	assert_ptr_equal(sched_pop(&s, now, &wait), &rd[1]);
+	assert_ptr_equal(sched_pop(&s, now, &wait), &wr[0]);
+	assert_ptr_equal(sched_pop(&s, now, &wait), &wr[1]);
+	assert_null(sched_pop(&s, now, &wait));
+	assert_true(wait > 0 && wait <= 1000000);
+	uint64_t t0 = now;
+	int nr = 0, nw = 0;
+	while (nr + nw < 80) {
+		struct tier_io *g = sched_pop(&s, now, &wait);
+		if (g) {
+			if (g->op == TIER_OP_READ)
+				assert_ptr_equal(g, &rd[2 + nr++]);
+			else
+				assert_ptr_equal(g, &wr[2 + nw++]);
+			continue;
+		}
+		assert_true(wait > 0);
+		now += wait;
+	}
+	uint64_t elapsed = now - t0;
+	assert_true(elapsed >= 39000000ull && elapsed <= 41000000ull);
+
+	/* A read cap alone never paces writes. */
+	struct sched_params q = {.limit = 100, .max_bandwidth = {1000000, 0}, .io_bytes = 1000};
+	assert_int_equal(sched_init(&s, &q), 0);
+	for (int i = 0; i < 42; i++) {
+		init_io(&wr[i], TIER_PRIO_WRITEBACK, (uint64_t)i);
+		wr[i].op = TIER_OP_WRITE;
+		sched_push(&s, &wr[i]);
+	}
+	for (int i = 0; i < 42; i++)
+		assert_ptr_equal(sched_pop(&s, now, &wait), &wr[i]);
+	struct sched_stats st;
+	sched_get_stats(&s, &st);
+	assert_int_equal(st.throttled, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_init_rejects),   cmocka_unit_test(test_priorities_and_fifo),
 	    cmocka_unit_test(test_inflight_bound), cmocka_unit_test(test_no_starvation),
 	    cmocka_unit_test(test_time_aging),	   cmocka_unit_test(test_time_aging_oldest_first),
-	    cmocka_unit_test(test_bandwidth_cap),
+	    cmocka_unit_test(test_bandwidth_cap),  cmocka_unit_test(test_caps_per_direction),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

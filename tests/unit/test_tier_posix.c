@@ -365,7 +365,7 @@ static void test_bandwidth_cap(void **state)
 	enum { N = 32 };
 	struct tier_params p = params(N);
 	p.queue_depth = 2;
-	p.max_bandwidth = 2 << 20;
+	p.max_bandwidth[TIER_OP_WRITE] = 2 << 20;
 	struct tier *t;
 	assert_int_equal(tier_open(&p, &t), 0);
 	char *data = aligned_alloc(4096, (size_t)N * BS);

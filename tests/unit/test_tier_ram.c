@@ -209,7 +209,7 @@ static void test_bandwidth_cap(void **state)
 				.capacity = 4 * BS,
 				.block_size = BS,
 				.queue_depth = 1,
-				.max_bandwidth = 100 * BS};
+				.max_bandwidth = {100 * BS, 100 * BS}};
 	struct tier *t;
 	assert_int_equal(tier_open(&p, &t), 0);
 	void *b = block(2);
