@@ -29,12 +29,12 @@
 #   BENCH_REPEAT   baseline/tierfs pairs [2]
 #   BENCH_VERIFY   1: check every file's content after each run [1]
 #   BENCH_T2_DIR   the second tier's directory [/dev/shm/tierfs-bench-t2]
-#   BENCH_T2_CAP   its max_bandwidth per second [512M]
+#   BENCH_T2_CAP   its max_bandwidth per second, each way [512M]
 #   BENCH_T2_SIZE  size of the striped file [1G]
 #   BENCH_PROBE_SIZE  bytes of the disk bandwidth probe [1G]
 #   BENCH_SKIP     space-separated phases to skip: baseline tierfs tierfs2p two_tier
 #                  (tierfs2p: the tierfs run again with a second persistent
-#                  path, BENCH_T2_DIR capped at BENCH_T2_CAP/s, standing in
+#                  path, BENCH_T2_DIR capped at BENCH_T2_CAP/s each way, standing in
 #                  for a parallel file system beside the disk)
 #   BENCH_DISK_BPS cap the disk under BENCH_DIR at this many bytes/s for reads
 #                  and, separately, for writes, in every phase (a blkio or io
@@ -321,7 +321,7 @@ run_tierfs() {
 run_two_tier() {
 	local t2cap
 	t2cap=$(bytes "$BENCH_T2_CAP")
-	say "two tiers: disk $W/run/t2a + $BENCH_T2_DIR capped at $BENCH_T2_CAP/s"
+	say "two tiers: disk $W/run/t2a + $BENCH_T2_DIR capped at $BENCH_T2_CAP/s each way"
 	rm -rf "$W/run" "$BENCH_T2_DIR"
 	mkdir -p "$W/run/t2a" "$W/run/meta2" "$BENCH_T2_DIR" || return
 	# Each tier measured directly with the same engine; tierfs enforces the
@@ -410,6 +410,19 @@ print(*[sum(p[k] for p in ps) / len(ps) for k in ("read_Bps", "write_Bps", "mixe
 		"$OUT"/probe-start.json "$OUT"/probe-end.json)
 	python3 "$REPORT" floor --replay-json "$layout" --ram "$RAM_B" --block-size "$BLOCK_B" \
 		--read-bps "$RBW" --write-bps "$WBW" --mixed-bps "$MBW" >"$OUT/floor.json" || say "floor computation failed"
+	# tierfs2p's floor: the same bytes over both paths together, the
+	# second at its cap each way (or at what its probe measured, if less)
+	if ls "$OUT"/tierfs2p-*.json >/dev/null 2>&1; then
+		read -r RBW2 WBW2 MBW2 < <(python3 -c '
+import json, os, sys
+r, w, m, cap, probe = *map(float, sys.argv[1:5]), sys.argv[5]
+p = json.load(open(probe)) if os.path.exists(probe) else {}
+r2, w2 = min(p.get("read_Bps", cap), cap), min(p.get("write_Bps", cap), cap)
+print(r + r2, w + w2, m + r2 + w2)' "$RBW" "$WBW" "$MBW" "$(bytes "$BENCH_T2_CAP")" "$OUT/probe-t2.json")
+		python3 "$REPORT" floor --replay-json "$layout" --ram "$RAM_B" --block-size "$BLOCK_B" \
+			--read-bps "$RBW2" --write-bps "$WBW2" --mixed-bps "$MBW2" >"$OUT/floor2p.json" ||
+			say "two-path floor computation failed"
+	fi
 else
 	say "no replay result: no floor"
 fi

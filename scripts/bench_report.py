@@ -441,6 +441,10 @@ def cmd_report(args):
     fp = os.path.join(d, "floor.json")
     if os.path.exists(fp):
         floor = json.load(open(fp))
+    floor2p = None
+    fp = os.path.join(d, "floor2p.json")
+    if os.path.exists(fp):
+        floor2p = json.load(open(fp))
     two = None
     tp = os.path.join(d, "two_tier.json")
     if os.path.exists(tp):
@@ -514,12 +518,11 @@ def cmd_report(args):
             hit = 1 - drd / app_rd if drd is not None and app_rd else None
         r["speedup"] = base_upd / upd if base_upd and upd else None
         r["backward_speedup"] = base_bwd / bwd if base_bwd and bwd else None
-        # The floor and the model are the single disk's: no ratio for a
-        # run with a second path.
-        one_disk = r["setup"] != "tierfs2p"
-        r["ratio_to_floor"] = (upd / floor["floor_s"]
-                               if one_disk and floor and upd and floor["floor_s"] else None)
-        pipe = floor.get("pipeline_s") if floor and one_disk else None
+        # A run with a second path has its own floor and model: the same
+        # bytes over both paths' bandwidths.
+        fl = floor2p if r["setup"] == "tierfs2p" else floor
+        r["ratio_to_floor"] = upd / fl["floor_s"] if fl and upd and fl["floor_s"] else None
+        pipe = fl.get("pipeline_s") if fl else None
         r["ratio_to_pipeline"] = upd / pipe if pipe and upd else None
         r["hit_ratio"] = hit
         f2 = lambda x, p="%.3f": "-" if x is None else p % x
@@ -545,12 +548,18 @@ def cmd_report(args):
               "writes of a step leave one side of the disk idle whatever the policy "
               "(scripts/bench_report.py explains it)" % (
                   pm["credit_blocks"], floor["pipeline_s"], floor["pipeline_s"] / floor["floor_s"]))
+    if floor2p:
+        print("two paths (disk + second path): read %.2f GB/s, write %.2f GB/s, mixed %.2f GB/s -> "
+              "floor %.3f s%s" % (
+                  floor2p["read_Bps"] / 1e9, floor2p["write_Bps"] / 1e9, floor2p["mixed_Bps"] / 1e9,
+                  floor2p["floor_s"],
+                  ", model %.3f s" % floor2p["pipeline_s"] if floor2p.get("pipeline_s") else ""))
     if any(r["setup"] == "tierfs" for r in runs):
         print("tierfs columns: disk rd/wr = tier nvme0 bytes per step (from .tierfs/stats, mean over the steps the update time averages), "
               "hit = 1 - disk bytes read / bytes the update phase read (Belady's measure)")
     if any(r["setup"] == "tierfs2p" for r in runs):
         print("tierfs2p: the tierfs mount with a second persistent path in the stripe, %s capped at "
-              "%s/s (standing in for a parallel file system beside the disk); disk rd/wr = both paths; "
+              "%s/s each way (standing in for a parallel file system beside the disk); disk rd/wr = both paths; "
               "speedup against the same single-disk baseline" % (meta.get("t2_dir", "BENCH_T2_DIR"),
                                                                  meta.get("t2_cap", "BENCH_T2_CAP")))
     if two:
@@ -582,9 +591,12 @@ def cmd_report(args):
             "backward_s": mean([r["backward_mean_s"] for r in t2p_ok]),
             "speedup": mean([r["speedup"] for r in t2p_ok]),
             "backward_speedup": mean([r["backward_speedup"] for r in t2p_ok]),
+            "ratio_to_floor": mean([r["ratio_to_floor"] for r in t2p_ok]),
+            "ratio_to_pipeline": mean([r["ratio_to_pipeline"] for r in t2p_ok]),
             "hit_ratio": mean([r["hit_ratio"] for r in t2p_ok]),
         } if t2p_ok else None,
         "floor": floor,
+        "floor2p": floor2p,
         "two_tier": two,
         "runs": [{k: v for k, v in r.items() if k != "replay"} for r in runs],
     }
