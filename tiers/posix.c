@@ -40,6 +40,10 @@
 /* How long a slab that could not grow for lack of space is not tried
  * again. */
 #define FULL_RETRY_NS (1000ULL * 1000 * 1000)
+/* A slab the disk has no room for grows this much at a time, so that the
+ * last free space short of a slab is used too: the tier's capacity counts
+ * it, and statfs shows it free. */
+#define PARTIAL_GROW_BYTES (16ULL << 20)
 /* user_data of the NOP that tells the completion thread to exit. */
 #define STOP_TOKEN UINT64_MAX
 /* user_data of the ring timeout that resumes a queue held by the cap. */
@@ -58,11 +62,11 @@ struct posix_tier {
 	/* One fd per slab, -1 until the slab exists. Written under slab_lock,
 	 * read without it (atomic loads) on the I/O path. */
 	int *fds;
-	/* Per slab: preallocated to its full size, so that its free slots
-	 * may be allocated. A slab that a full disk kept from growing is
-	 * still open: the blocks it holds stay readable. Same locking as
-	 * fds. */
-	bool *grown;
+	/* Per slab: the bytes preallocated, from its start: a slot below it
+	 * may be allocated. A slab that a full disk kept from growing to its
+	 * size is still open: the blocks it holds stay readable, and the
+	 * slots it has room for are used. Same locking as fds. */
+	uint64_t *grown;
 	/* After a failure to grow a slab for lack of space, allocations on
 	 * this tier fail at once until this time (tier_now_ns) instead of
 	 * trying a doomed fallocate under slab_lock for every block, and
@@ -198,23 +202,38 @@ static int preallocate(struct posix_tier *pt, int fd, uint64_t len, const char *
 	return 0;
 }
 
+/* The bytes of slab FD that hold whole blocks, after a failed grow: some
+ * file systems (ext4) keep what a failed fallocate got, so the size on
+ * disk, not the size asked for, says which slots are usable. 0 on error. */
+static uint64_t grown_bytes(struct posix_tier *pt, int fd, uint64_t idx)
+{
+	struct stat st;
+	if (fstat(fd, &st))
+		return 0;
+	uint64_t n = (uint64_t)st.st_size / pt->t->block_size * pt->t->block_size;
+	return n < slab_bytes(pt, idx) ? n : slab_bytes(pt, idx);
+}
+
 /* Make slab idx usable for slot: open it (creating it if need be) and,
- * with NEED_SPACE (the slot is being allocated), preallocate it. A slot
- * that already holds a block needs only the fd. A slab this call created
- * and could not preallocate is removed again: left behind, empty or with
- * part of its allocation, it would eat the free space and be grown again
- * at every mount. */
+ * with NEED_SPACE (the slot is being allocated), preallocate it: whole if
+ * the disk has room, else up to the slot, in PARTIAL_GROW_BYTES steps
+ * while they fit. A
+ * slot that already holds a block needs only the fd. A slab this call
+ * created and could not grow to the slot is removed again: left behind,
+ * empty or with part of its allocation, it would eat the free space and be
+ * grown again at every mount. */
 static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool need_space)
 {
+	uint64_t need = (slot - idx * pt->slots_per_slab + 1) * pt->t->block_size;
 	if (__atomic_load_n(&pt->fds[idx], __ATOMIC_ACQUIRE) >= 0 &&
-	    (!need_space || __atomic_load_n(&pt->grown[idx], __ATOMIC_ACQUIRE)))
+	    (!need_space || __atomic_load_n(&pt->grown[idx], __ATOMIC_ACQUIRE) >= need))
 		return 0;
 	int rc = 0;
 	char path[PATH_MAX + 32];
 	slab_path(pt, idx, path, sizeof(path));
 	pthread_mutex_lock(&pt->slab_lock);
 	int fd = pt->fds[idx];
-	if (fd >= 0 && (!need_space || pt->grown[idx]))
+	if (fd >= 0 && (!need_space || pt->grown[idx] >= need))
 		goto out;
 	if (need_space && pt->full_until_ns && tier_now_ns() < pt->full_until_ns) {
 		rc = -ENOSPC;
@@ -234,18 +253,34 @@ static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool 
 			goto out;
 		}
 	}
-	rc = preallocate(pt, fd, slab_bytes(pt, idx), path);
+	uint64_t full = slab_bytes(pt, idx), grown = 0;
+	rc = preallocate(pt, fd, full, path);
+	if (rc == 0) {
+		grown = full;
+	} else if (no_space(rc)) {
+		/* A step, else just the slot: the disk's last few blocks. */
+		uint64_t step =
+		    (need + PARTIAL_GROW_BYTES - 1) / PARTIAL_GROW_BYTES * PARTIAL_GROW_BYTES;
+		if (step >= full)
+			step = need;
+		if (need_space && step < full && preallocate(pt, fd, step, path) && need < step)
+			(void)preallocate(pt, fd, need, path);
+		grown = grown_bytes(pt, fd, idx);
+		if (need_space && grown >= need)
+			rc = 0;
+	}
 	if (rc == 0) {
 		pt->full_until_ns = 0;
 		pt->full_logged = false;
-		__atomic_store_n(&pt->grown[idx], true, __ATOMIC_RELEASE);
 	} else if (no_space(rc)) {
 		pt->full_until_ns = tier_now_ns() + FULL_RETRY_NS;
 		if (!pt->full_logged)
 			tier_log(pt->t, "%s: no space to grow the slab to %" PRIu64 " bytes: %s",
-				 path, slab_bytes(pt, idx), strerror(-rc));
+				 path, need, strerror(-rc));
 		pt->full_logged = true;
 	}
+	if (grown > pt->grown[idx])
+		__atomic_store_n(&pt->grown[idx], grown, __ATOMIC_RELEASE);
 	if (rc && created && unlink(path))
 		tier_log(pt->t, "%s: cannot remove the slab that could not grow: %s", path,
 			 strerror(errno));
@@ -254,7 +289,8 @@ static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool 
 			close(fd);
 		goto out;
 	}
-	/* Not grown, but the slots it already holds are readable. */
+	/* Open, and grown as far as the disk allowed: the slots it holds
+	 * are readable. */
 	rc = 0;
 	__atomic_store_n(&pt->fds[idx], fd, __ATOMIC_RELEASE);
 out:
@@ -679,15 +715,19 @@ static int open_existing_slabs(struct posix_tier *pt)
 		 * again when allocated. */
 		int rc = preallocate(pt, fd, slab_bytes(pt, i), path);
 		if (no_space(rc)) {
+			pt->grown[i] = grown_bytes(pt, fd, i);
 			tier_log(pt->t,
 				 "%s: no space to grow the slab to %" PRIu64
-				 " bytes (%s); its free slots wait for space",
-				 path, slab_bytes(pt, i), strerror(-rc));
+				 " bytes (%s); its %" PRIu64 " slots beyond the first %" PRIu64
+				 " wait for space",
+				 path, slab_bytes(pt, i), strerror(-rc),
+				 (slab_bytes(pt, i) - pt->grown[i]) / pt->t->block_size,
+				 pt->grown[i] / pt->t->block_size);
 			continue;
 		}
 		if (rc)
 			return rc;
-		pt->grown[i] = true;
+		pt->grown[i] = slab_bytes(pt, i);
 	}
 	return 0;
 }
@@ -764,7 +804,7 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 	t->direct = pt->direct;
 
 	pt->fds = malloc(pt->nslabs * sizeof(int));
-	pt->grown = calloc(pt->nslabs, sizeof(bool));
+	pt->grown = calloc(pt->nslabs, sizeof(uint64_t));
 	if (!pt->fds || !pt->grown) {
 		rc = -ENOMEM;
 		goto fail;
