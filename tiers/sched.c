@@ -153,6 +153,13 @@ struct tier_io *sched_pop(struct sched *s, uint64_t now_ns, uint64_t *wait_ns)
 		}
 		return NULL;
 	}
+	/* Passed over are the classes that could have gone: one whose head
+	 * waits for its bucket is not, or the dispatches of the other
+	 * direction would age it past the classes above it in its own. */
+	for (int o = 0; o < SCHED_NPRIO; o++) {
+		if (o != c && ready(s, o, now_ns))
+			s->skipped[o]++;
+	}
 	struct tier_io *io = s->head[c];
 	unsigned d = io_dir(io);
 	if (s->cost_ns[d]) {
@@ -165,10 +172,6 @@ struct tier_io *sched_pop(struct sched *s, uint64_t now_ns, uint64_t *wait_ns)
 	io->next = NULL;
 	s->queued[c]--;
 	s->skipped[c] = 0;
-	for (int o = 0; o < SCHED_NPRIO; o++) {
-		if (o != c && s->head[o])
-			s->skipped[o]++;
-	}
 	s->inflight++;
 	s->st.dispatched[c]++;
 	if (aged)
