@@ -48,6 +48,8 @@
 #define STOP_TOKEN UINT64_MAX
 /* user_data of the ring timeout that resumes a queue held by the cap. */
 #define TIMER_TOKEN (UINT64_MAX - 1)
+/* user_data of the update that moves that timeout earlier. */
+#define TIMER_MOVE_TOKEN (UINT64_MAX - 2)
 
 struct posix_tier {
 	/* Immutable after open. */
@@ -83,9 +85,12 @@ struct posix_tier {
 	pthread_mutex_t sq_lock;
 	struct sched sched;
 	/* A TIMER_TOKEN timeout is pending in the ring: at most one, so a
-	 * throttled queue does not pile up timers. */
+	 * throttled queue does not pile up timers. It fires at timer_due_ns
+	 * (tier_now_ns); a shorter wait (the other direction's cap) moves it
+	 * earlier through timer_move_ts. */
 	bool timer_armed;
-	struct __kernel_timespec timer_ts;
+	uint64_t timer_due_ns;
+	struct __kernel_timespec timer_ts, timer_move_ts;
 	pthread_t cq_thread;
 };
 
@@ -279,7 +284,9 @@ static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool 
 				 path, need, strerror(-rc));
 		pt->full_logged = true;
 	}
-	if (grown > pt->grown[idx])
+	/* Not for a slab about to be removed: a later one made in its place
+	 * would inherit a size it does not have. */
+	if (grown > pt->grown[idx] && !(rc && created))
 		__atomic_store_n(&pt->grown[idx], grown, __ATOMIC_RELEASE);
 	if (rc && created && unlink(path))
 		tier_log(pt->t, "%s: cannot remove the slab that could not grow: %s", path,
@@ -498,27 +505,41 @@ static int issue(struct posix_tier *pt, struct tier_io *io)
 	return 0;
 }
 
-/* Ask the ring to wake the completion thread after wait_ns, when the cap
- * allows the next dispatch. sq_lock held. */
+/* Ask the ring to wake the completion thread after wait_ns, when a cap
+ * allows the next dispatch; if the timer is armed for later (the other
+ * direction's cap), move it. sq_lock held. */
 static void arm_timer(struct posix_tier *pt, uint64_t wait_ns)
 {
-	if (pt->timer_armed)
+	uint64_t due = tier_now_ns() + wait_ns;
+	if (pt->timer_armed && due >= pt->timer_due_ns)
 		return;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&pt->ring);
 	if (!sqe) {
-		/* Cannot happen: in-flight + timer + stop < ring entries. The
-		 * next submission or completion dispatches again. */
+		/* Cannot happen: in-flight + timer + its update + stop < ring
+		 * entries. The next submission or completion dispatches
+		 * again. */
 		tier_log(pt->t, "cannot arm the bandwidth timer: submission ring full");
 		return;
 	}
-	pt->timer_ts.tv_sec = (long long)(wait_ns / 1000000000ULL);
-	pt->timer_ts.tv_nsec = (long long)(wait_ns % 1000000000ULL);
-	io_uring_prep_timeout(sqe, &pt->timer_ts, 0, 0);
+	struct __kernel_timespec *ts = pt->timer_armed ? &pt->timer_move_ts : &pt->timer_ts;
+	ts->tv_sec = (long long)(wait_ns / 1000000000ULL);
+	ts->tv_nsec = (long long)(wait_ns % 1000000000ULL);
+	if (pt->timer_armed) {
+		/* If it has just fired, the update fails (-ENOENT, ignored)
+		 * and timer_fired dispatches anyway. */
+		io_uring_prep_timeout_update(sqe, ts, TIMER_TOKEN, 0);
+		io_uring_sqe_set_data64(sqe, TIMER_MOVE_TOKEN);
+		if (submit_ring(pt, "bandwidth timer update"))
+			pt->timer_due_ns = due;
+		return;
+	}
+	io_uring_prep_timeout(sqe, ts, 0, 0);
 	io_uring_sqe_set_data64(sqe, TIMER_TOKEN);
 	/* Armed only once the kernel has it: a timer left in the ring would
 	 * keep the next dispatch from arming one, and nothing would submit
 	 * it while the cap holds every I/O back. */
 	pt->timer_armed = submit_ring(pt, "bandwidth timer");
+	pt->timer_due_ns = due;
 }
 
 /* Issue what the scheduler allows now. sq_lock held. Returns the I/Os that
@@ -674,6 +695,8 @@ static void *completion_thread(void *arg)
 			timer_fired(pt);
 			continue;
 		}
+		if (ud == TIMER_MOVE_TOKEN)
+			continue; /* the update's own result: moved, or too late */
 		handle_cqe(pt, (struct tier_io *)(uintptr_t)ud, res);
 	}
 	return NULL;
@@ -825,7 +848,7 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 		tier_log(t, "invalid scheduler parameters (queue depth %u)", t->queue_depth);
 		goto fail;
 	}
-	/* Room for queue_depth I/Os, the cap's timer and the stop NOP. */
+	/* Room for queue_depth I/Os, the cap's timer, its update and the stop NOP. */
 	unsigned entries = 2 * t->queue_depth;
 	if (entries < 8)
 		entries = 8;
