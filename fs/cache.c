@@ -987,7 +987,9 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 		fs_now(&in->attr.mtime_sec, &in->attr.mtime_nsec);
 		in->attr.ctime_sec = in->attr.mtime_sec;
 		in->attr.ctime_nsec = in->attr.mtime_nsec;
-		in->attr.mode &= ~(uint32_t)(S_ISUID | S_ISGID);
+		/* As the kernel's should_remove_suid(): set-group-ID
+		 * without group execute marks mandatory locking, and stays. */
+		in->attr.mode &= ~(uint32_t)(S_ISUID | (in->attr.mode & S_IXGRP ? S_ISGID : 0));
 		in->attr_dirty = true;
 	}
 	/* dirty_over still wakes the flusher with a learned order: it then

@@ -1064,23 +1064,39 @@ static void tfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fu
 	fuse_reply_err(req, -rc);
 }
 
+/* The blocks file data can take, and how many are taken: the persistent
+ * tiers', or the RAM tier's on a mount that has no other. Beside
+ * persistent tiers the RAM tier is a cache: a file spills from a full tier
+ * to the next persistent one, never to RAM, so counting it showed space
+ * that no write could have. */
+static void data_space(struct fs *fs, uint64_t *used, uint64_t *total)
+{
+	uint64_t u = 0, t = 0;
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		if (!tier_persistent(fs->tiers[i]))
+			continue;
+		uint64_t a, b;
+		fs_tier_slots(fs, i, &a, &b);
+		u += a;
+		t += b;
+	}
+	if (!t) {
+		fs_tier_slots(fs, fs->ram, &u, &t);
+		/* The cache's own slots are not space users lose. */
+		uint64_t cache = fs->ncached - fs->npinned;
+		u -= cache < u ? cache : 0;
+	}
+	*used = u;
+	*total = t;
+}
+
 static void tfs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
 	struct fs *fs = g_fs;
 	struct statvfs sv = {0};
-	uint64_t total = 0, used = 0;
-	for (int i = 0; i < fs->conf.ntiers; i++) {
-		if (fs->conf.tiers[i].implicit)
-			continue;
-		uint64_t u, t;
-		fs_tier_slots(fs, i, &u, &t);
-		total += t;
-		used += u;
-	}
-	/* The cache's own slots are not space users lose. */
-	if (!fs->conf.tiers[fs->ram].implicit)
-		used -= fs->ncached - fs->npinned < used ? fs->ncached - fs->npinned : 0;
+	uint64_t total, used;
+	data_space(fs, &used, &total);
 	sv.f_bsize = fs->bs;
 	sv.f_frsize = fs->bs;
 	sv.f_blocks = total;
@@ -1126,6 +1142,25 @@ static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, EFBIG);
 		return;
+	}
+	/* The space is not set aside (README), but a range that cannot fit
+	 * in what is free now gets ENOSPC, as ext4 gives. */
+	if (in->home != fs->ram) {
+		uint64_t first = (uint64_t)offset / fs->bs, last = (end + fs->bs - 1) / fs->bs;
+		uint64_t need = last - first, used, total;
+		fs_for_each_blk (in, i, first) {
+			if (i >= last)
+				break;
+			const struct blk *b = fs_blk(in, i);
+			if (b->tier != TIER_NONE || b->ce)
+				need--;
+		}
+		data_space(fs, &used, &total);
+		if (need > total - used) {
+			pthread_mutex_unlock(&fs->lock);
+			fuse_reply_err(req, ENOSPC);
+			return;
+		}
 	}
 	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > in->attr.size) {
 		in->attr.size = end;

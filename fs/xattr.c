@@ -236,6 +236,21 @@ static void set_pin(fuse_req_t req, uint64_t ino, const char *value, size_t size
 	fuse_reply_err(req, -rc);
 }
 
+/* A changed extended attribute changes the inode: ctime moves, as on
+ * ext4, so that backups (find -cnewer, rsync, tar --xattrs) see it. */
+static int touch_ctime(struct fs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct inode *in;
+	int rc = fs_inode_get(fs, ino, &in);
+	if (!rc) {
+		fs_now(&in->attr.ctime_sec, &in->attr.ctime_nsec);
+		in->attr_dirty = true;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return rc ? rc : cache_commit(fs);
+}
+
 void xattr_set(fuse_req_t req, uint64_t ino, const char *name, const char *value, size_t size,
 	       int flags)
 {
@@ -261,6 +276,8 @@ void xattr_set(fuse_req_t req, uint64_t ino, const char *name, const char *value
 		else
 			rc = meta_txn_commit(t);
 	}
+	if (!rc)
+		rc = touch_ctime(fs, ino);
 	fuse_reply_err(req, -rc);
 }
 
@@ -334,5 +351,7 @@ void xattr_remove(fuse_req_t req, uint64_t ino, const char *name)
 		else
 			rc = meta_txn_commit(t);
 	}
+	if (!rc)
+		rc = touch_ctime(fs, ino);
 	fuse_reply_err(req, -rc);
 }
