@@ -334,7 +334,8 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	strbuf_printf(&sb,
 		      "cache blocks=%llu dirty=%llu pinned=%llu hits=%llu misses=%llu "
 		      "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu "
-		      "flushes_reclaim=%llu flushes_rewritten=%llu writes_adopted=%llu\n",
+		      "flushes_reclaim=%llu flushes_rewritten=%llu writes_adopted=%llu "
+		      "victim_scans=%llu victim_visits=%llu\n",
 		      (unsigned long long)cached, (unsigned long long)dirty,
 		      (unsigned long long)pinned, (unsigned long long)hits,
 		      (unsigned long long)misses,
@@ -344,7 +345,9 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		      (unsigned long long)atomic_load(&fs->stats.flush_bytes),
 		      (unsigned long long)atomic_load(&fs->stats.flushes_reclaim),
 		      (unsigned long long)atomic_load(&fs->stats.flushes_rewritten),
-		      (unsigned long long)atomic_load(&fs->stats.writes_adopted));
+		      (unsigned long long)atomic_load(&fs->stats.writes_adopted),
+		      (unsigned long long)atomic_load(&fs->stats.victim_scans),
+		      (unsigned long long)atomic_load(&fs->stats.victim_visits));
 	char line[512];
 	if (engine_stats_text(fs, line, sizeof(line)) > 0)
 		strbuf_printf(&sb, "%s", line);

@@ -137,6 +137,8 @@ struct fs_stats {
 	/* Whole-block writes whose data the FUSE loop received straight into
 	 * a RAM slot, which the block took instead of a copy. */
 	atomic_uint_fast64_t writes_adopted;
+	/* Victim searches, and the cache entries their walks visited. */
+	atomic_uint_fast64_t victim_scans, victim_visits;
 };
 
 struct order;
@@ -167,6 +169,10 @@ struct fs {
 	 * take, not the gradients a rule keeps in RAM (two thirds of the
 	 * bench's cache, walked on every eviction when both shared a list). */
 	struct centry *lru_head[2], *lru_tail[2];
+	/* Entries on each list, and of those the ones dirty or being written
+	 * back: a list with no other has nothing to evict, and the victim
+	 * search skips it instead of walking it (fs/cache.c). */
+	uint64_t lru_len[2], lru_busy[2];
 	uint64_t ncached, ndirty, npinned;
 	uint64_t cache_slots; /* RAM tier slots the cache may fill */
 	/* RAM tier slots beyond the capacity configured, one per FUSE worker,
