@@ -756,9 +756,15 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 			}
 			atomic_fetch_add(&fs->stats.hits, 1);
 			if (e->prefetched) {
+				/* Overwritten whole, its read was for nothing:
+				 * counted used, it kept prefetch_pays() from
+				 * pausing read-ahead that only fed overwrites. */
+				bool whole = mode == GET_WRITE_FULL || mode == GET_WRITE_HEAD;
 				e->prefetched = false;
 				fs->nprefetched--;
-				atomic_fetch_add(&fs->stats.prefetch_hits, 1);
+				atomic_fetch_add(whole ? &fs->stats.prefetch_wasted
+						       : &fs->stats.prefetch_hits,
+						 1);
 			}
 			touch(fs, e);
 			e->refs++;

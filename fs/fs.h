@@ -127,8 +127,9 @@ struct centry {
 
 struct fs_stats {
 	atomic_uint_fast64_t hits, misses, evictions, flushes, flush_bytes;
-	/* Blocks read ahead; of those, read by a request; dropped unread (the
-	 * read was for nothing: RAM was short, or the prediction wrong). */
+	/* Blocks read ahead; of those, read by a request; dropped unread or
+	 * overwritten whole (the read was for nothing: RAM was short, or the
+	 * prediction wrong). */
 	atomic_uint_fast64_t prefetches, prefetch_hits, prefetch_wasted;
 	/* Write-backs a waiting caller asked for; write-backs of blocks then
 	 * overwritten while still in RAM (a disk write a longer stay in RAM
