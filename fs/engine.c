@@ -180,7 +180,8 @@ int engine_init(struct fs *fs)
 	pthread_cond_init(&fs->prefetch_cond, NULL);
 	if (!fs->conf.learn)
 		return 0;
-	int rc = order_create(NULL, &fs->order);
+	struct order_params op = {.max_cycle = fs->conf.learn_max_cycle};
+	int rc = order_create(&op, &fs->order);
 	if (rc) {
 		TFS_LOG("order learner: %s", strerror(-rc));
 		return rc;

@@ -277,8 +277,9 @@ static const char *const tier_keys[TK_N] = {"type",
 					    "max_bandwidth_read",
 					    "max_bandwidth_write"};
 
-enum policy_key { PK_STRIPE, PK_LEARN, PK_PREFETCH, PK_N };
-static const char *const policy_keys[PK_N] = {"stripe", "learn", "prefetch_depth"};
+enum policy_key { PK_STRIPE, PK_LEARN, PK_PREFETCH, PK_MAX_CYCLE, PK_N };
+static const char *const policy_keys[PK_N] = {"stripe", "learn", "prefetch_depth",
+					      "learn_max_cycle"};
 
 enum rule_key { RK_MATCH, RK_TIER, RK_PERSISTENT, RK_N };
 static const char *const rule_keys[RK_N] = {"match", "tier", "persistent"};
@@ -800,6 +801,14 @@ static void policy_key(struct parse *p, const char *name, const char *v)
 			key_error(p, p->line, name, "'%s' must be an integer from 0 to 65536", v);
 		else
 			c->prefetch_depth = (unsigned)x;
+		break;
+	case PK_MAX_CYCLE:
+		if (parse_uint(v, 1024, 1u << 30, &x) < 0)
+			key_error(
+			    p, p->line, name,
+			    "'%s' must be an integer from 1024 to 1073741824 (block accesses)", v);
+		else
+			c->learn_max_cycle = x;
 		break;
 	default:
 		break;

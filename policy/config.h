@@ -6,7 +6,7 @@
  *   [tier NAME]    type = ram | posix, path, capacity, persistent, weight,
  *                  direct, queue_depth, slab_size, bandwidth[_read|_write],
  *                  max_bandwidth[_read|_write]
- *   [policy]       stripe, learn, prefetch_depth
+ *   [policy]       stripe, learn, prefetch_depth, learn_max_cycle
  *   [rule NAME]    match (glob on the path inside the mount), tier, persistent
  *
  * Sizes take K/M/G/T suffixes (powers of 1024); bandwidths are SIZE/s.
@@ -79,6 +79,8 @@ struct config {
 	int stripe[CONF_MAX_TIERS]; /* tier indexes; default: every persistent posix tier */
 	bool learn;		    /* learn the access order (issue 3), default yes */
 	unsigned prefetch_depth;    /* blocks ahead, default 64 */
+	uint64_t learn_max_cycle;   /* longest step learned, in block accesses;
+				       0 = the learner's default (2^18) */
 
 	/* [rule NAME] in file order; the first match wins. */
 	int nrules;
