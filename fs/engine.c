@@ -36,10 +36,15 @@ void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
 		return;
 	order_access(fs->order, key_of(ino, idx), write);
 	bool learned = order_learned(fs->order);
-	if (learned != fs->learned) {
+	uint64_t count = order_learn_count(fs->order);
+	if (learned != fs->learned || (learned && count != fs->learn_count)) {
+		bool was = fs->learned;
 		fs->learned = learned;
+		fs->learn_count = count;
 		if (learned) {
-			TFS_LOG("learned the access order: a cycle of %zu block accesses",
+			TFS_LOG("%s: a cycle of %zu block accesses",
+				was ? "part of the access order changed, relearned"
+				    : "learned the access order",
 				order_cycle_len(fs->order));
 			cache_restamp(fs);
 		} else {

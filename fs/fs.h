@@ -204,7 +204,8 @@ struct fs {
 	/* Learned access order (policy/order.h) and the prefetcher. The
 	 * learner is guarded by lock. */
 	struct order *order;
-	bool learned; /* order_learned(), cached under lock */
+	bool learned;	      /* order_learned(), cached under lock */
+	uint64_t learn_count; /* order_learn_count() when last seen, under lock */
 	pthread_t prefetcher;
 	bool prefetcher_running;
 	pthread_cond_t prefetch_cond;

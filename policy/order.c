@@ -406,6 +406,26 @@ static bool cycle_on_probation(const struct order *o)
 	return false;
 }
 
+/* Whether candidate K, its check done, matches the accesses clearly better
+ * than the learned cycle has lately: a part of the step changed (a file
+ * deleted and created again, under a new inode) by less than the health
+ * threshold lets through, and the stale cycle would stay for good, the new
+ * file's blocks never predicted. Only a period near the cycle's own (the
+ * step kept its length, part of its content changed), and only by half
+ * the threshold's margin, so that ranks drifting against each other do not
+ * make the cycle flap. */
+static bool beats_cycle(const struct order *o, const struct cand *k)
+{
+	if (o->hfill < o->hsize || !k->checked)
+		return false;
+	int64_t d = (int64_t)k->lag - (int64_t)o->clen, w = jitter(o, o->clen);
+	if (d < -w || d > w)
+		return false;
+	double rate = 1.0 - (double)k->miss / (double)k->checked;
+	double health = (double)o->hhits / (double)o->hfill;
+	return rate > health + (1.0 - o->threshold) / 2;
+}
+
 /* Record one access and run the candidate periods over it. */
 static void record(struct order *o, uint64_t key, bool write)
 {
@@ -439,10 +459,15 @@ static void record(struct order *o, uint64_t key, bool write)
 		} else if (k->checked >= span) {
 			/* A cycle on probation may still turn out false: keep
 			 * the candidate going, ready to take over. A trusted
-			 * cycle stands; health decides when it breaks. */
+			 * cycle stands unless the candidate clearly beats it;
+			 * health decides when it breaks. */
 			if (o->learned) {
-				if (!cycle_on_probation(o))
+				if (beats_cycle(o, k)) {
+					if (confirmed < 0 || k->lag < o->cand[confirmed].lag)
+						confirmed = c;
+				} else if (!cycle_on_probation(o)) {
 					k->used = false;
+				}
 			} else if (confirmed < 0 || k->lag < o->cand[confirmed].lag) {
 				confirmed = c; /* the shortest period that holds */
 			}
@@ -730,6 +755,11 @@ bool order_learned(const struct order *o)
 size_t order_cycle_len(const struct order *o)
 {
 	return o->learned ? o->clen : 0;
+}
+
+uint64_t order_learn_count(const struct order *o)
+{
+	return o->st.learns;
 }
 
 size_t order_tolerance(const struct order *o)

@@ -106,6 +106,10 @@ bool order_learned(const struct order *o);
  * while the clock moves on (the cache stamps its entries with those). */
 uint64_t order_now(const struct order *o);
 size_t order_cycle_len(const struct order *o); /* 0 when not learned */
+/* Times a cycle was learned: a new count while learned means the cycle
+ * was replaced by a better one, and predictions made from the old one are
+ * stale. */
+uint64_t order_learn_count(const struct order *o);
 /* How many accesses an access of the learned cycle may come late or early
  * and still be where the cycle says (the window, or cycle/8 if more). A
  * prediction overdue by more did not happen where predicted. */
