@@ -14,29 +14,10 @@ require_tierfs
 REPLAY=$(dirname "$TIERFS_BIN")/tierfs-replay
 [ -x "$REPLAY" ] || { echo "# SKIP: $REPLAY not built"; exit 77; }
 
-mkdir -p "$T/nvme0" "$T/meta"
-cat >"$T/c.conf" <<CONF
-[mount]
-metadata = $T/meta
-block_size = 16K
-
-[tier ram]
-type = ram
-capacity = 128M
-
-[tier nvme0]
-type = posix
-path = $T/nvme0
-capacity = 2G
-
-[policy]
-stripe = nvme0
-
-[rule gradients]
-match = *_gradient_*.tensor.swp
-tier = ram
-persistent = no
-CONF
+{
+	default_conf | sed 's/^block_size = 1M/block_size = 16K/; s/^capacity = 256M/capacity = 128M/'
+	printf '\n[rule gradients]\nmatch = *_gradient_*.tensor.swp\ntier = ram\npersistent = no\n'
+} >"$T/c.conf"
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 check "replay: 3 steps of 256 MiB of state through 128 MiB of RAM" \
 	"$REPLAY" --dir "$MNT" --state-size 256M --steps 3 --verify
