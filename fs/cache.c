@@ -628,7 +628,8 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 			entry_drop(fs, v);
 			continue;
 		}
-		if (!any_flushable(fs) || !patient) {
+		bool flushable = any_flushable(fs);
+		if (!flushable || !patient) {
 			/* Nothing to wait for, or waiting does not help: an
 			 * entry the bounded walks did not reach, before giving
 			 * up. */
@@ -639,7 +640,7 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 				continue;
 			}
 		}
-		if (!any_flushable(fs)) {
+		if (!flushable) {
 			/* Every entry is held by a request in flight, or dirty
 			 * with nowhere to go: report it rather than hang. */
 			TFS_LOG("cache: no RAM block can be freed (%llu cached, %llu dirty)",

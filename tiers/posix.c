@@ -222,11 +222,10 @@ static uint64_t grown_bytes(struct posix_tier *pt, int fd, uint64_t idx)
 /* Make slab idx usable for slot: open it (creating it if need be) and,
  * with NEED_SPACE (the slot is being allocated), preallocate it: whole if
  * the disk has room, else up to the slot, in PARTIAL_GROW_BYTES steps
- * while they fit. A
- * slot that already holds a block needs only the fd. A slab this call
- * created and could not grow to the slot is removed again: left behind,
- * empty or with part of its allocation, it would eat the free space and be
- * grown again at every mount. */
+ * while they fit. A slot that already holds a block needs only the fd. A
+ * slab this call created and could not grow to the slot is removed again:
+ * left behind, empty or with part of its allocation, it would eat the free
+ * space and be grown again at every mount. */
 static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool need_space)
 {
 	uint64_t need = (slot - idx * pt->slots_per_slab + 1) * pt->t->block_size;
