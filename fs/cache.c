@@ -1309,7 +1309,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 		    need_at != UINT64_MAX ? pick_victim_before(fs, need_at) : readahead_victim(fs);
 		if (!v) {
 			free(p);
-			return 0; /* everything cached is needed sooner */
+			return -ENOSPC; /* everything cached is needed sooner */
 		}
 		atomic_fetch_add(&fs->stats.evictions, 1);
 		entry_drop(fs, v);

@@ -152,6 +152,13 @@ static void *prefetcher_main(void *arg)
 		if (!prefetch_pays(fs, now))
 			continue;
 		size_t n = order_upcoming(fs->order, depth, keys);
+		/* A victim search that found nothing needed after a time finds
+		 * nothing for any later time either, until the lock is dropped
+		 * (a read started): each search walks up to thousands of
+		 * blocks under the lock, and this loop runs on every access.
+		 * With 16 Ki RAM blocks of 16 KiB, skipping them took a run's
+		 * searches from 1.03 M to 0.86 M. */
+		uint64_t none_after = UINT64_MAX;
 		for (size_t i = 0; i < n && fs->prefetch_inflight < fs->prefetch_max &&
 				   !prefetch_crowds(fs) && fs->learned && !fs->stopping;
 		     i++) {
@@ -169,9 +176,16 @@ static void *prefetcher_main(void *arg)
 			uint64_t idx = keys[i] & ((1u << KEY_IDX_BITS) - 1);
 			/* WHEN counts from the clock now: cache_prefetch drops
 			 * the lock, and the ranks move it on meanwhile. */
-			int rc = cache_prefetch(fs, in, idx, order_now(fs->order) + when);
-			if (rc < 0)
+			uint64_t need_at = order_now(fs->order) + when;
+			if (need_at >= none_after)
+				continue;
+			int rc = cache_prefetch(fs, in, idx, need_at);
+			if (rc == -ENOSPC)
+				none_after = need_at;
+			else if (rc < 0)
 				break;
+			else if (rc > 0)
+				none_after = UINT64_MAX;
 		}
 	}
 	pthread_mutex_unlock(&fs->lock);

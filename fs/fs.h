@@ -301,7 +301,9 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size);
 /* cache.c, for the prefetcher: start loading block IDX of IN if it is not
  * cached and a slot can be had without evicting anything needed before
  * NEED_AT (UINT64_MAX: free slots only, evict nothing). Lock held (dropped
- * while submitting). Returns 1 if started, 0 if not worth it, -errno. */
+ * while submitting). Returns 1 if started, 0 if not worth it, -ENOSPC if
+ * every block in RAM is needed before NEED_AT (so also before any later
+ * time, until the lock is dropped), -errno. */
 int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at);
 /* I/O the persistent tiers keep in flight together (their queue depths):
  * the write-backs the flusher keeps going, the prefetches the prefetcher
