@@ -99,6 +99,15 @@ static void defer_free(struct fs *fs, uint16_t tier, uint64_t slot)
 	fs->freed[fs->nfreed++] = (struct freed_slot){tier, slot};
 }
 
+/* Wake everyone waiting on an entry's or inode's state, and one of
+ * entry_alloc's waiters (which wakes the next if it leaves). Lock held. */
+static void wake_all(struct fs *fs)
+{
+	pthread_cond_broadcast(&fs->cond);
+	if (fs->reclaim_waiters)
+		pthread_cond_signal(&fs->reclaim_cond);
+}
+
 /* ---- LRU ---------------------------------------------------------------- */
 
 static bool entry_busy(const struct centry *e)
@@ -612,12 +621,13 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 	/* Waiting for a farther block's write-back pays only while write-back
 	 * moves: a tier that is full or failing must not stall the caller for
 	 * longer than STUCK_NS. */
-	bool patient = true;
+	bool patient = true, waited = false;
 	uint64_t stuck_since = 0;
+	int rc;
 	for (;;) {
-		int rc = entry_new(fs, out);
+		rc = entry_new(fs, out);
 		if (rc != -ENOSPC)
-			return rc;
+			break;
 		struct centry *v = pick_victim(fs);
 		if (v && patient && fs->learned &&
 		    (farther_dirty(fs, next_read_of(v, engine_stale_before(fs))) ||
@@ -645,13 +655,23 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 			 * with nowhere to go: report it rather than hang. */
 			TFS_LOG("cache: no RAM block can be freed (%llu cached, %llu dirty)",
 				(unsigned long long)fs->ncached, (unsigned long long)fs->ndirty);
-			return -ENOSPC;
+			rc = -ENOSPC;
+			break;
 		}
 		uint64_t flushed = atomic_load(&fs->stats.flushes);
 		fs->reclaim_waiters++;
 		pthread_cond_signal(&fs->flusher_cond);
-		pthread_cond_wait(&fs->cond, &fs->lock);
+		/* Timed: a wake one waiter missed (another took it, or did
+		 * not leave) costs that waiter STUCK_NS at most, and a waiter
+		 * still tells whether write-back moves. */
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += (long)STUCK_NS;
+		until.tv_sec += until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&fs->reclaim_cond, &fs->lock, &until);
 		fs->reclaim_waiters--;
+		waited = true;
 		if (atomic_load(&fs->stats.flushes) != flushed) {
 			stuck_since = 0;
 		} else {
@@ -662,6 +682,10 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 				patient = false;
 		}
 	}
+	/* What woke this waiter may serve the next one too. */
+	if (waited && fs->reclaim_waiters)
+		pthread_cond_signal(&fs->reclaim_cond);
+	return rc;
 }
 
 static bool tier_full(struct fs *fs, int t)
@@ -851,12 +875,12 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 				(unsigned long long)slot, strerror(-rc));
 			e->refs--;
 			entry_drop(fs, e);
-			pthread_cond_broadcast(&fs->cond);
+			wake_all(fs);
 			return rc;
 		}
 		if (mode == GET_READ) {
 			e->state = CE_VALID;
-			pthread_cond_broadcast(&fs->cond);
+			pthread_cond_broadcast(&fs->cond); /* frees nothing */
 		}
 		*out = e;
 		return 0;
@@ -865,8 +889,13 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 
 static void entry_put(struct fs *fs, struct centry *e)
 {
-	if (--e->refs == 0 && (fs->reclaim_waiters || fs->ref_waiters))
+	if (--e->refs)
+		return;
+	if (fs->reclaim_waiters || fs->ref_waiters)
 		pthread_cond_broadcast(&fs->cond);
+	/* A dirty block let go helps no reclaim waiter: its write-back will. */
+	if (fs->reclaim_waiters && evictable(e, true))
+		pthread_cond_signal(&fs->reclaim_cond);
 }
 
 /* Wait on fs->cond for an entry nobody holds: entry_put announces the last
@@ -990,7 +1019,7 @@ static void write_filled(struct fs *fs, struct centry *e)
 {
 	if (e->state == CE_LOADING) {
 		e->state = CE_VALID;
-		pthread_cond_broadcast(&fs->cond);
+		pthread_cond_broadcast(&fs->cond); /* frees nothing */
 	}
 }
 
@@ -1082,7 +1111,7 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 	in->nwriting++;
 	int rc = write_locked(fs, in, off, buf, len, donor);
 	if (--in->nwriting == 0 && in->resizing)
-		pthread_cond_broadcast(&fs->cond);
+		pthread_cond_broadcast(&fs->cond); /* frees nothing */
 	pthread_mutex_unlock(&fs->lock);
 	return rc;
 }
@@ -1173,7 +1202,7 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 		memset(in->wb_last, 0, sizeof(in->wb_last));
 	}
 	in->resizing = false;
-	pthread_cond_broadcast(&fs->cond);
+	wake_all(fs);
 	return rc;
 }
 
@@ -1273,7 +1302,7 @@ static void prefetch_done(struct tier_io *io)
 		atomic_fetch_add(&fs->stats.prefetches, 1);
 	}
 	fs->prefetch_inflight--;
-	pthread_cond_broadcast(&fs->cond);
+	wake_all(fs);
 	pthread_cond_signal(&fs->prefetch_cond);
 	pthread_mutex_unlock(&fs->lock);
 	free(p);
@@ -1414,7 +1443,7 @@ static void flush_done(struct tier_io *io)
 	}
 	e->refs--;
 	f->batch->inflight--;
-	pthread_cond_broadcast(&fs->cond);
+	wake_all(fs);
 	pthread_mutex_unlock(&fs->lock);
 	free(f);
 }
@@ -2062,7 +2091,7 @@ static void *flusher_main(void *arg)
 		}
 		if (!started && reclaim) {
 			/* Nothing to write: wake waiters so they re-check. */
-			pthread_cond_broadcast(&fs->cond);
+			wake_all(fs);
 			pthread_cond_timedwait(&fs->flusher_cond, &fs->lock,
 					       &(struct timespec){.tv_sec = time(NULL) + 1});
 		}

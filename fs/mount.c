@@ -324,6 +324,15 @@ int fs_mount_prepare(struct fs *fs)
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_cond_init(&fs->cond, NULL);
 	pthread_cond_init(&fs->flusher_cond, NULL);
+	pthread_condattr_t ca;
+	if ((rc = pthread_condattr_init(&ca)))
+		return -rc;
+	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (!rc)
+		rc = pthread_cond_init(&fs->reclaim_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (rc)
+		return -rc;
 	if ((rc = meta_open(fs->conf.metadata, &fs->meta)))
 		return rc;
 	if ((rc = init_super(fs)) || (rc = open_tiers(fs)) || (rc = remove_doomed(fs)) ||
