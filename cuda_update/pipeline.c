@@ -82,6 +82,7 @@ struct fileio {
 	 * such a file is synced and committed, even while a failed run drains
 	 * what is in flight. */
 	int whole, failed;
+	int counted; /* a state file counted in tu_ctx.commits_open */
 	mode_t mode;
 };
 
@@ -129,6 +130,12 @@ struct tu_ctx {
 	long fail_after;  /* TIERFS_UPDATE_FAIL_AFTER, 0: off */
 	long writes_seen;
 	int nfiles; /* struct fileio open, two descriptors each at most */
+	/* State files (those renamed into place) written but not yet
+	 * committed or given up; and the step of the last write-back. No
+	 * state file of step t+1 is written before every one of step t is
+	 * committed, so a kill leaves sub-groups at most one step apart. */
+	int commits_open;
+	uint64_t write_step;
 	int max_files;
 	long writes_done;
 };
@@ -403,6 +410,8 @@ static void put_file(struct tu_ctx *c, struct fileio *f)
 	if (f->fd_buf >= 0)
 		close(f->fd_buf);
 	c->nfiles--;
+	if (f->counted)
+		c->commits_open--;
 	free(f);
 }
 
@@ -471,6 +480,8 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 			f->path = seg->tmp_path;
 			f->commit_to = seg->path;
 			f->trunc = 1;
+			f->counted = 1;
+			c->commits_open++;
 		} else if (write && seg->no_read) {
 			/* Output only, written whole: a longer file left from
 			 * another model must not keep its stale tail. */
@@ -653,6 +664,25 @@ static int wait_slot(struct tu_ctx *c, struct slot *s)
 	}
 }
 
+/* Before the first write-back of a new step: reaps until every state file
+ * of the earlier steps is committed (renamed into place) or has failed.
+ * Writes complete out of order, so without this the first sub-group of
+ * step t+1 could be committed while one of step t is still in flight, and a
+ * kill in between left sub-groups two steps apart, which no resume fixes. */
+static int wait_commits(struct tu_ctx *c, uint64_t step)
+{
+	if (step == c->write_step)
+		return c->err;
+	while (c->commits_open > 0 && !c->err) {
+		reissue_retries(c);
+		if (reap(c))
+			break;
+	}
+	if (!c->err)
+		c->write_step = step;
+	return c->err;
+}
+
 /* A slot holding sub-group sg's state, or a free one loading it. Gradients
  * are new every step (backward rewrites them), so a resident sub-group still
  * reads its gradients again. */
@@ -789,7 +819,7 @@ int tu_run(struct tu_ctx *c, int nsteps, tu_progress_fn progress, tu_step_fn ste
 			cur->dirty = 1;
 		} else {
 			cur->dirty = 0;
-			if (transfer(c, cur, sg, XFER_WRITE_STATE))
+			if (wait_commits(c, step) || transfer(c, cur, sg, XFER_WRITE_STATE))
 				break;
 		}
 		if (cur->regrad) {

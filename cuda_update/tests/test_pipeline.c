@@ -45,6 +45,51 @@ int io_uring_submit(struct io_uring *ring)
 	return real ? real(ring) : -ENOSYS;
 }
 
+/* While set, every commit of a native state file (the rename of
+ * sg-NNNNN.state.tmp over sg-NNNNN.state) checks that the files already in
+ * place are at most one step behind the one being committed: a kill right
+ * after it must leave a model the next run can resume
+ * (test_commits_in_step_order). */
+static const char *commit_dir;
+static int commit_nsub, commit_bad;
+
+static uint64_t header_step(const char *path)
+{
+	struct tu_native_hdr h;
+	int fd = open(path, O_RDONLY);
+	if (fd < 0 || pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		h.step = UINT64_MAX;
+	if (fd >= 0)
+		close(fd);
+	return h.step;
+}
+
+int rename(const char *from, const char *to)
+{
+	static int (*real)(const char *, const char *);
+	if (!real)
+		real = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+	if (commit_dir) {
+		uint64_t t = header_step(from);
+		char path[512];
+		for (int i = 0; i < commit_nsub; i++) {
+			snprintf(path, sizeof(path), "%s/sg-%05d.state", commit_dir, i);
+			if (strcmp(path, to) == 0)
+				continue;
+			uint64_t u = header_step(path);
+			if (u + 1 < t) {
+				if (!commit_bad)
+					print_error("%s committed at step %" PRIu64
+						    " while %s is still at step %" PRIu64
+						    ": a kill now leaves them two steps apart\n",
+						    to, t, path, u);
+				commit_bad++;
+			}
+		}
+	}
+	return real ? real(from, to) : -1;
+}
+
 #define PARAMS	 100003
 #define SUBGROUP 30011
 #define STEPS	 3
@@ -877,6 +922,68 @@ static void test_submit_fails(void **s)
 	rmtmp(d);
 }
 
+/* One native sub-group file pair of numel params at step 0. */
+static void write_native_sg(const char *dir, int i, int nsub, size_t numel)
+{
+	char path[512];
+	size_t bytes = TU_HDR_BYTES + 12 * numel;
+	char *buf = calloc(1, bytes);
+	uint16_t *g = malloc(2 * numel);
+	assert_non_null(buf && g);
+	struct tu_native_hdr *h = (struct tu_native_hdr *)buf;
+	memcpy(h->magic, TU_NATIVE_MAGIC, 8);
+	h->version = TU_NATIVE_VERSION;
+	h->grad_dtype = TU_BF16;
+	h->numel = numel;
+	h->index = (uint64_t)i;
+	h->nsub = (uint64_t)nsub;
+	float *p = (float *)(buf + TU_HDR_BYTES), *v = p + 2 * numel;
+	for (size_t k = 0; k < numel; k++) {
+		p[k] = 0.001f * (float)(k % 1000);
+		v[k] = 1e-6f;
+		g[k] = tu_f32_to_bf16(0.01f * (float)(k % 7) - 0.03f);
+	}
+	snprintf(path, sizeof(path), "%s/sg-%05d.state", dir, i);
+	write_floats(path, (const float *)buf, bytes / 4);
+	snprintf(path, sizeof(path), "%s/sg-%05d.grad", dir, i);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(g, 2, numel, f), numel);
+	assert_int_equal(fclose(f), 0);
+	free(buf);
+	free(g);
+}
+
+/* Several steps in one run, sub-groups of very different sizes: the small
+ * first sub-group's write-back of step 2 finishes long before the big
+ * one's of step 1. Committing it first meant that a kill in between left
+ * sg-00000 at step 2 and sg-00001 at step 0, which tu_open refuses ("more
+ * than one step apart ... restore a checkpoint"). Every commit must find
+ * the other files at most one step behind. */
+static void test_commits_in_step_order(void **s)
+{
+	(void)s;
+	static const size_t sizes[] = {1024, 6000000, 1024};
+	const int nsub = 3;
+	for (int order = 0; order < 2; order++) {
+		char *d = mktmp();
+		for (int i = 0; i < nsub; i++)
+			write_native_sg(d, i, nsub, sizes[i]);
+		struct tu_options o =
+		    opts(TU_LAYOUT_NATIVE, order ? TU_ORDER_ALTERNATING : TU_ORDER_ASCENDING, 0);
+		commit_dir = d;
+		commit_nsub = nsub;
+		commit_bad = 0;
+		run(d, &o, 4);
+		commit_dir = NULL;
+		if (commit_bad)
+			print_error("order %s: %d commits ran ahead\n",
+				    order ? "alternating" : "ascending", commit_bad);
+		assert_int_equal(commit_bad, 0);
+		rmtmp(d);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -900,6 +1007,7 @@ int main(void)
 	    cmocka_unit_test(test_submit_fails),
 	    cmocka_unit_test(test_steps_far_apart),
 	    cmocka_unit_test(test_write_fails),
+	    cmocka_unit_test(test_commits_in_step_order),
 	};
 	return cmocka_run_group_tests_name("cuda_update_pipeline", tests, NULL, NULL);
 }
