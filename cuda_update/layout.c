@@ -238,7 +238,8 @@ static int scan_deepspeed(const char *dir, int rank, struct tu_layout_info *li, 
 		}
 		f[nf++] = x;
 	}
-	qsort(f, nf, sizeof(*f), cmp_ds);
+	if (nf) /* qsort(NULL, 0, ...) is undefined */
+		qsort(f, nf, sizeof(*f), cmp_ds);
 	for (size_t i = 0; i < nf;) {
 		size_t j = i;
 		while (j < nf && f[j].a == f[i].a && f[j].b == f[i].b)

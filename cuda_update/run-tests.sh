@@ -110,6 +110,11 @@ fi
 check "init deepspeed" 0 'deepspeed' "$U" init "$TMP/ds" --params 10007 --subgroup 5000 --layout deepspeed
 check "deepspeed without --first-step exits 2" 2 'deepspeed needs --first-step' \
 	"$U" step "$TMP/ds" --layout deepspeed --steps 1
+# An empty rank directory (wrong --rank, or DeepSpeed has not swapped yet):
+# qsort(NULL, 0) was undefined behaviour, the sanitizer build aborted.
+mkdir -p "$TMP/dsempty/zero_stage_3/optimizer/rank0"
+check "empty deepspeed rank directory exits 2 naming it" 2 'rank0: no sub-group files' \
+	"$U" step "$TMP/dsempty" --layout deepspeed --steps 1 --first-step 1
 check "step deepspeed" 0 '^step 7: 3 sub-groups' "$U" step "$TMP/ds" --layout deepspeed --steps 1 --first-step 7
 if grep -q 'nvcc was not found\|sanitizer build' <<<"$("$U" step "$TMP/ds" --layout deepspeed --steps 1 --first-step 8 --device cuda 2>&1)"; then
 	check "--device cuda without CUDA build" 2 'built without CUDA support' "$U" step "$TMP/ds" --layout deepspeed --steps 1 --first-step 8 --device cuda
