@@ -58,6 +58,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -388,6 +389,28 @@ static int open_buffered(struct tu_ctx *c, struct fileio *f)
 static int add_op(struct tu_ctx *c, struct slot *s, struct fileio *f, char *buf, uint64_t off,
 		  size_t len, int direct);
 
+/* The replacement of a state file gets the user.* extended attributes of
+ * the file it replaces: on a tierfs mount user.tierfs.pin keeps the
+ * sub-group on its tier (a new file would fall back to the default
+ * placement after one step), and a user's own attributes stay. tierfs's
+ * computed names (placement, blocks) are not copied. Best effort, as
+ * cp --preserve=xattr: a filesystem without xattrs has none to keep. */
+static void copy_xattrs(const char *from, int to)
+{
+	char names[4096], val[4096];
+	ssize_t n = listxattr(from, names, sizeof(names));
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
+		const char *name = names + i;
+		if (strncmp(name, "user.", 5) || !strcmp(name, "user.tierfs.placement") ||
+		    !strcmp(name, "user.tierfs.blocks"))
+			continue;
+		ssize_t len = getxattr(from, name, val, sizeof(val));
+		if (len < 0 || (len == 0 && !strcmp(name, "user.tierfs.pin")))
+			continue;
+		(void)fsetxattr(to, name, val, (size_t)len, 0);
+	}
+}
+
 /* Drops a reference to f. The last one of a written file queues its
  * fdatasync (which holds a reference again) if the file was written whole;
  * the file is closed once nothing refers to it. */
@@ -508,6 +531,8 @@ static int transfer(struct tu_ctx *c, struct slot *s, int sg, enum xfer mode)
 			put_file(c, f);
 			return c->err;
 		}
+		if (f->commit_to)
+			copy_xattrs(f->commit_to, f->fd_direct >= 0 ? f->fd_direct : f->fd_buf);
 		uint64_t o = 0;
 		while (o < seg->bytes && !c->err) {
 			int direct = o < aligned;

@@ -92,6 +92,20 @@ done
 check "init native" 0 'wrote 10007 params in 4 sub-groups' "$U" init "$D" --params 10007 --subgroup 2600
 check "step prints a summary per step" 0 '^step 2: 4 sub-groups.*GB/s' "$U" step "$D" --steps 2 --order alternating --keep 1
 check "header step persists" 0 '^step 4: ' "$U" step "$D" --steps 2
+# The native state file is replaced by a new one every step: attributes set
+# on it (a tierfs pin, user.* xattrs) must carry over, not vanish after one
+# step.
+if setfattr -n user.tu_test -v kept "$D/sg-00001.state" 2>/dev/null; then
+	"$U" step "$D" --steps 1 >/dev/null 2>&1
+	if [ "$(getfattr --only-values -n user.tu_test "$D/sg-00001.state" 2>/dev/null)" = kept ]; then
+		tap ok "cli: user xattrs of a state file survive a step"
+	else
+		echo "# getfattr after step: $(getfattr -d "$D/sg-00001.state" 2>&1 | tr '\n' ' ')"
+		tap fail "cli: user xattrs of a state file survive a step"
+	fi
+else
+	tap ok "cli: user xattrs of a state file survive a step" "SKIP no user xattrs on $TMP"
+fi
 check "missing directory exits 2 naming it" 2 "$TMP/nope.*No such file" "$U" step "$TMP/nope" --steps 1
 truncate -s 100 "$D/sg-00002.grad"
 check "mis-sized file: name, found, expected" 2 'sg-00002.grad: size 100 bytes, expected 5200' "$U" step "$D" --steps 1
