@@ -10,7 +10,7 @@
  *   user.tierfs.tiers      (root)   "NAME TYPE USED CAPACITY\n" per tier
  *
  * The tierfs names are computed, never stored, and are not listed by
- * listxattr except on the inodes they apply to.
+ * listxattr except on the inodes they apply to (the pin: where one is set).
  */
 #include <errno.h>
 #include <linux/limits.h>
@@ -310,8 +310,16 @@ void xattr_list(fuse_req_t req, uint64_t ino, size_t size)
 	bool reg = !meta_inode_get(t, ino, &a) && S_ISREG(a.mode);
 	meta_txn_abort(t);
 	if (!s.err && reg) {
-		const char *names[] = {X_PLACEMENT, X_BLOCKS};
-		for (size_t i = 0; i < 2; i++) {
+		/* A pin is listed where it is set, so that getfattr -d shows
+		 * it and cp --preserve=xattr, rsync -X and the updater's
+		 * replacement of a state file carry it over. */
+		pthread_mutex_lock(&fs->lock);
+		struct inode *in = fs_inode_find(fs, ino);
+		int32_t pin = in ? in->attr.pin_tier : a.pin_tier;
+		bool pinned = pin >= 0 && fs_tier_of_id(fs, (uint16_t)pin) >= 0;
+		pthread_mutex_unlock(&fs->lock);
+		const char *names[] = {X_PLACEMENT, X_BLOCKS, X_PIN};
+		for (size_t i = 0; i < (pinned ? 3u : 2u); i++) {
 			strbuf_printf(&s, "%s", names[i]);
 			strbuf_nul(&s);
 		}

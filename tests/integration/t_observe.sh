@@ -83,11 +83,13 @@ sys.exit(0 if s == {0, 1, 5} else 1)' "$bl" && ok "sparse file: block map holds 
 # pin / unpin
 check "setfattr user.tierfs.pin nvme1" setfattr -n user.tierfs.pin -v nvme1 "$MNT/f8"
 check "pinned: all 8 MiB on nvme1" pl_check "$MNT/f8" $((8 * MiB)) nvme1
+check "getfattr -d lists the pin" sh -c "getfattr -d '$MNT/f8' | grep -qx 'user.tierfs.pin=\"nvme1\"'"
 head -c $((2 * MiB)) /dev/urandom >>"$MNT/f8" && sync "$MNT/f8"
 check "pinned: appended blocks also on nvme1" pl_check "$MNT/f8" $((10 * MiB)) nvme1
 cp "$MNT/f8" "$T/f8.copy"
 check_fails "pin to a tier that does not exist fails" setfattr -n user.tierfs.pin -v nosuchtier "$MNT/f8"
 check "unpin with -v \"\"" setfattr -n user.tierfs.pin -v "" "$MNT/f8"
+check "an unpinned file lists no pin" sh -c "! getfattr -d '$MNT/f8' | grep -q tierfs.pin"
 check "content unchanged by pin/unpin" cmp -s "$MNT/f8" "$T/f8.copy"
 check "pin another file to ram" setfattr -n user.tierfs.pin -v ram "$MNT/odd"
 check "pinned to ram: all bytes on ram" pl_check "$MNT/odd" $((3 * MiB + 5)) ram
