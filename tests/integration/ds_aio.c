@@ -8,10 +8,11 @@
  * offset+bytes > st_size.  This client reproduces that on the real file names
  * and sizes (multiples of 1024 bytes, not of 1 MiB) and verifies every byte.
  *
- *   ds_aio -d DIR [-e aio|uring] [-g GEN] [-n SUBGROUPS] [-q QD] [-b BS] [-w|-r]
+ *   ds_aio -d DIR [-e aio|uring] [-g GEN] [-n SUBGROUPS] [-q QD] [-b BS] [-u OFF] [-w|-r]
  *
  *   -g GEN  content generation: a rewrite with another GEN changes every byte,
  *           so a stale block read back after an overwrite is caught
+ *   -u OFF  reads go OFF bytes past a page boundary (DeepSpeed's gradient reads)
  *   -w      write only   -r  read and verify only (default: write then read)
  * Exits 0 when everything verified, 1 on any mismatch or error (with context).
  */
@@ -43,6 +44,10 @@ static const char *dir = NULL;
 static size_t bs = 1 << 20;
 static int qd = 8;
 static uint64_t gen = 1;
+/* Reads land this many bytes past a page boundary: DeepSpeed reads each
+ * gradient file into a narrowed slice of its swap buffer, aligned to 4
+ * bytes only (an O_DIRECT read that ext4 refuses with EINVAL). */
+static size_t roff;
 static uint64_t bytes_done;
 
 #define FAIL(...)                                                                                  \
@@ -109,7 +114,8 @@ static void q_exit(struct ioq *q)
 }
 
 struct req {
-	unsigned char *buf;
+	unsigned char *buf;  /* where this request's bytes go: base, or base + roff */
+	unsigned char *base; /* page aligned, bs + 4096 bytes */
 	size_t len;
 	uint64_t off;
 	int busy;
@@ -221,6 +227,7 @@ static void file_io(struct ioq *q, const char *path, uint64_t size, uint64_t fid
 				}
 			r->off = next;
 			r->len = size - next < bs ? size - next : bs;
+			r->buf = write ? r->base : r->base + roff;
 			if (!write) {
 				struct stat st;
 				if (fstat(fd, &st) != 0)
@@ -271,7 +278,7 @@ int main(int argc, char **argv)
 {
 	enum engine eng = ENG_AIO;
 	int nsub = 3, do_write = 1, do_read = 1, c;
-	while ((c = getopt(argc, argv, "d:e:g:n:q:b:wr")) != -1) {
+	while ((c = getopt(argc, argv, "d:e:g:n:q:b:u:wr")) != -1) {
 		switch (c) {
 		case 'd':
 			dir = optarg;
@@ -296,6 +303,9 @@ int main(int argc, char **argv)
 		case 'b':
 			bs = strtoull(optarg, NULL, 0);
 			break;
+		case 'u':
+			roff = strtoull(optarg, NULL, 0);
+			break;
 		case 'w':
 			do_read = 0;
 			break;
@@ -304,17 +314,20 @@ int main(int argc, char **argv)
 			break;
 		default:
 			fprintf(stderr, "usage: ds_aio -d DIR [-e aio|uring] [-g GEN] [-n "
-					"SUBGROUPS] [-q QD] [-b BS] [-w|-r]\n");
+					"SUBGROUPS] [-q QD] [-b BS] [-u READ_OFFSET] [-w|-r]\n");
 			return 2;
 		}
 	}
-	if (!dir || qd < 1 || qd > MAX_QD || bs < 4096 || bs % 4096 || nsub < 1)
-		FAIL("bad arguments (need -d DIR, 1 <= qd <= %d, bs a multiple of 4096)", MAX_QD);
+	if (!dir || qd < 1 || qd > MAX_QD || bs < 4096 || bs % 4096 || nsub < 1 || roff >= 4096 ||
+	    roff % 4)
+		FAIL("bad arguments (need -d DIR, 1 <= qd <= %d, bs a multiple of 4096, "
+		     "READ_OFFSET a multiple of 4 below 4096)",
+		     MAX_QD);
 	for (int k = 0; k < qd; k++) {
 		void *p;
-		if (posix_memalign(&p, 4096, bs) != 0)
-			FAIL("posix_memalign %zu", bs);
-		reqs[k].buf = p;
+		if (posix_memalign(&p, 4096, bs + 4096) != 0)
+			FAIL("posix_memalign %zu", bs + 4096);
+		reqs[k].base = reqs[k].buf = p;
 	}
 	mkdirs(dir);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DeepSpeed ZeRO-Infinity's swap I/O on the mount: O_DIRECT opens (no O_TRUNC,
 # mode 0600), 1 MiB requests at queue depth 8 through libaio and io_uring,
-# page-aligned buffers, the real file names, sizes that are multiples of 1024
+# page-aligned buffers (reads also 4-byte aligned only, as DeepSpeed's
+# gradient reads), the real file names, sizes that are multiples of 1024
 # but not of 1 MiB, stat before every read (offset+bytes <= st_size), every
 # byte verified; an overwrite pass (new content, same files), a remount, and
 # the resulting tree compared with the same run on a plain directory.
@@ -20,6 +21,9 @@ run_conf() { # name conf
 	check "$name: libaio qd8 1MiB write+read+verify" "$DS" -d "$MNT" -e aio -n 4 -g 1
 	check "$name: io_uring qd8 overwrite (no O_TRUNC) + verify" "$DS" -d "$MNT" -e uring -n 4 -g 2
 	check "$name: libaio reads back io_uring's data" "$DS" -d "$MNT" -e aio -n 4 -g 2 -r
+	# DeepSpeed reads gradients into buffers aligned to 4 bytes only.
+	check "$name: O_DIRECT reads into buffers 468 bytes past a page" "$DS" -d "$MNT" -e aio -n 4 -g 2 -r -u 468
+	check "$name: the same through io_uring" "$DS" -d "$MNT" -e uring -n 4 -g 2 -r -u 1020
 	check_fails "$name: old generation no longer readable (test can fail)" "$DS" -d "$MNT" -e aio -n 4 -g 1 -r 2>/dev/null
 	check "$name: unmount clean" umount_fs
 	if mount_fs "$conf"; then
