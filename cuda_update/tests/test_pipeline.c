@@ -570,6 +570,25 @@ static void test_deepspeed_padding(void **s)
 	rmtmp(d);
 }
 
+/* Real DeepSpeed leaves gaps in a sub-group's gradient files: small
+ * tensors, and each tensor's last numel mod 256 elements, stay in its
+ * memory. A sub-group whose gradients do not all come from files is
+ * refused with the elements missing and why, never updated with zeros. */
+static void test_deepspeed_gap(void **s)
+{
+	(void)s;
+	char *d = mktmp();
+	char msg[256], path[512];
+	assert_int_equal(tu_init_dir(d, TU_LAYOUT_DEEPSPEED, 28672, 8192, TU_BF16, 0, 6, msg, 256),
+			 0);
+	snprintf(path, sizeof(path),
+		 "%s/zero_stage_3/optimizer/rank0/9_11_gradient_0_1024.tensor.swp", d);
+	assert_int_equal(unlink(path), 0);
+	expect_open_error(d, TU_LAYOUT_DEEPSPEED, "elements 0-1023 of sub-group 9_11",
+			  "DeepSpeed keeps gradients");
+	rmtmp(d);
+}
+
 /* The training-loop use: one context, one tu_run per step, new gradients
  * written between steps (as backward does). Resident sub-groups must not
  * keep the previous step's gradients. */
@@ -1001,6 +1020,7 @@ int main(void)
 	    cmocka_unit_test(test_param_copy_file),
 	    cmocka_unit_test(test_new_gradients_each_step),
 	    cmocka_unit_test(test_deepspeed_padding),
+	    cmocka_unit_test(test_deepspeed_gap),
 	    cmocka_unit_test(test_kill_during_write_back),
 	    cmocka_unit_test(test_state_file_replaced_whole),
 	    cmocka_unit_test(test_deepspeed_many_gradient_files),
