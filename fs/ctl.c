@@ -348,6 +348,17 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		      (unsigned long long)atomic_load(&fs->stats.writes_adopted),
 		      (unsigned long long)atomic_load(&fs->stats.victim_scans),
 		      (unsigned long long)atomic_load(&fs->stats.victim_visits));
+	/* The in-memory inode table and the block maps loaded in it: what
+	 * the kernel has looked up and the cache holds, not every file ever
+	 * touched (t_inodemem). */
+	pthread_mutex_lock(&fs->lock);
+	uint64_t ninodes = fs->ninodes, nmaps = 0;
+	for (size_t h = 0; h < fs->itab_size; h++)
+		for (const struct inode *in = fs->itab[h]; in; in = in->hnext)
+			nmaps += in->map_loaded;
+	pthread_mutex_unlock(&fs->lock);
+	strbuf_printf(&sb, "inodes table=%llu maps=%llu\n", (unsigned long long)ninodes,
+		      (unsigned long long)nmaps);
 	char line[512];
 	if (engine_stats_text(fs, line, sizeof(line)) > 0)
 		strbuf_printf(&sb, "%s", line);

@@ -72,6 +72,11 @@ struct inode {
 	uint64_t nchunks;
 	uint64_t nblocks;    /* nchunks * FS_MAP_CHUNK: no block at or beyond */
 	uint64_t ndirty;     /* dirty cached blocks */
+	uint64_t nce;	     /* blocks with a cache entry (blk.ce) */
+	/* Blocks with data while the map is not loaded (st_blocks), from the
+	 * metadata on first use; -1 unknown. */
+	int64_t nused;
+	bool sweep_keep; /* scratch mark of cache.c's inode sweep */
 	uint64_t nflushing;  /* blocks being written back */
 	uint64_t ra_next;    /* block a sequential reader asks for next (readahead) */
 	struct inode *hnext; /* inode hash chain */
@@ -240,6 +245,9 @@ int fs_inode_load_map(struct fs *fs, struct inode *in);		   /* lock held */
 /* Make block IDX's record exist (a hole until set). Lock held. */
 int fs_map_reserve(struct fs *fs, struct inode *in, uint64_t idx);
 void fs_map_free(struct inode *in);
+/* Free IN's loaded block map, which LMDB holds as it is (nothing cached,
+ * pending or under way); the next use loads it again. Lock held. */
+void fs_map_unload(struct fs *fs, struct inode *in);
 void fs_inode_drop(struct fs *fs, struct inode *in); /* lock held: remove from table, free */
 int fs_attr_to_stat(struct fs *fs, struct inode *in, struct stat *st);	/* lock held */
 int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size); /* no lock needed */
