@@ -1,9 +1,11 @@
 /*
  * fs/inode.c — the in-memory inode table and per-file block maps.
  *
- * Inodes are loaded from LMDB on first use and stay in memory until they are
- * deleted (optimizer-state trees hold thousands of files, not millions, and
- * a resident block map is what makes every data request a table lookup).
+ * Inodes are loaded from LMDB on first use and stay in memory while the
+ * kernel references them or the cache holds their blocks (a resident block
+ * map is what makes every data request a table lookup); once forgotten and
+ * idle, cache.c's sweep frees their maps and, when nothing about them is
+ * owed, the inodes themselves.
  * Everything here runs with fs->lock held unless a comment says otherwise;
  * LMDB is only read here (read transactions never block a writer).
  */
