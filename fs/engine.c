@@ -170,8 +170,12 @@ static void *prefetcher_main(void *arg)
 			uint64_t when = order_next_read(fs->order, keys[i]);
 			if (when != order_next_use(fs->order, keys[i]) || when > i + depth)
 				continue;
-			struct inode *in = fs_inode_find(fs, keys[i] >> KEY_IDX_BITS);
-			if (!in || in->dropping || fs_inode_load_map(fs, in))
+			/* Loaded if need be: an inode the kernel has forgotten,
+			 * with nothing cached, leaves the table (cache.c's
+			 * sweep), and is just the kind whose blocks to fetch. */
+			struct inode *in;
+			if (fs_inode_get(fs, keys[i] >> KEY_IDX_BITS, &in) || in->dropping ||
+			    fs_inode_load_map(fs, in))
 				continue;
 			uint64_t idx = keys[i] & ((1u << KEY_IDX_BITS) - 1);
 			/* WHEN counts from the clock now: cache_prefetch drops

@@ -70,13 +70,13 @@ struct inode {
 	int home;	     /* rule/pin target tier (config index), -1 = stripe */
 	struct blk **chunks; /* block map (fs_blk), NULL = a chunk of holes */
 	uint64_t nchunks;
-	uint64_t nblocks;    /* nchunks * FS_MAP_CHUNK: no block at or beyond */
-	uint64_t ndirty;     /* dirty cached blocks */
-	uint64_t nce;	     /* blocks with a cache entry (blk.ce) */
+	uint64_t nblocks; /* nchunks * FS_MAP_CHUNK: no block at or beyond */
+	uint64_t ndirty;  /* dirty cached blocks */
+	uint64_t nce;	  /* blocks with a cache entry (blk.ce) */
 	/* Blocks with data while the map is not loaded (st_blocks), from the
 	 * metadata on first use; -1 unknown. */
 	int64_t nused;
-	bool sweep_keep; /* scratch mark of cache.c's inode sweep */
+	bool sweep_keep;     /* scratch mark of cache.c's inode sweep */
 	uint64_t nflushing;  /* blocks being written back */
 	uint64_t ra_next;    /* block a sequential reader asks for next (readahead) */
 	struct inode *hnext; /* inode hash chain */

@@ -11,7 +11,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
-N=${INODEMEM_FILES:-20000}
+N=${INODEMEM_FILES:-5000}
 
 # 4K blocks, a small RAM tier and two workers: the cache keeps the maps of
 # at most ~1000 files, the rest of the growth is the inode table's.

@@ -21,11 +21,12 @@
 
 #include "fs/fs.h"
 
-struct inode *fs_inode_find(struct fs *fs, uint64_t ino)
+int fs_inode_get(struct fs *fs, uint64_t ino, struct inode **out)
 {
 	(void)fs;
 	(void)ino;
-	return NULL;
+	(void)out;
+	return -ENOENT;
 }
 
 int fs_inode_load_map(struct fs *fs, struct inode *in)
