@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The inode sweep with the learned order and the prefetcher at work: the
+# DeepSpeed replay (which opens and closes its swap files for every swap)
+# runs while the kernel's caches are dropped every ~0.2 s, so the files it
+# is not using are forgotten, their inodes swept, and the prefetcher loads
+# them back from LMDB (engine.c). Every byte verified, then after a
+# remount; no sanitizer report. SWEEP_STEPS (default 4).
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+require_tierfs
+REPLAY=$(dirname "$TIERFS_BIN")/tierfs-replay
+[ -x "$REPLAY" ] || { echo "# SKIP: $REPLAY not built"; exit 77; }
+STEPS=${SWEEP_STEPS:-30}
+RANKS=${SWEEP_RANKS:-2}
+mkdir -p "$T/nvme0" "$T/meta"
+cat >"$T/c.conf" <<CONF
+[mount]
+metadata = $T/meta
+block_size = 256K
+threads = 4
+
+[tier ram]
+type = ram
+capacity = 24M
+
+[tier nvme0]
+type = posix
+path = $T/nvme0
+capacity = 2G
+
+[policy]
+stripe = nvme0
+prefetch_depth = 64
+
+[rule gradients]
+match = *_gradient_*.tensor.swp
+tier = ram
+persistent = no
+CONF
+mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+# An fsync now and then syncs the tiers: write-backs no fsync is owed any
+# more (wb_first) then keep no inode in the table.
+touch "$MNT/syncer"
+( while :; do echo 3 >/proc/sys/vm/drop_caches; $PY -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$MNT/syncer"; sleep 0.2; done ) &
+DROP=$!
+check "replay, $STEPS steps under drop_caches, verified" \
+	"$REPLAY" --dir "$MNT" --state-size 64M --ranks "$RANKS" --subgroup-size 512K --block-size 256K --steps "$STEPS" --verify
+kill $DROP; wait $DROP 2>/dev/null
+stats=$(cat "$MNT/.tierfs/stats")
+echo "$stats" | sed 's/^/# /'
+echo "$stats" | grep -qE 'learned=yes' && ok "the order was learned" || fail "the order was not learned"
+echo "$stats" | grep -qE 'prefetches=[1-9]' && ok "the prefetcher fetched blocks" || fail "no prefetch"
+check "unmount (no sanitizer report)" umount_fs
+mount_fs "$T/c.conf" || { fail remount; tap_exit; exit 1; }
+check "replay after remount: 1 step, verified" \
+	"$REPLAY" --dir "$MNT" --state-size 64M --ranks "$RANKS" --subgroup-size 512K --block-size 256K --steps 1 --verify
+check "unmount (2)" umount_fs
+tap_exit
