@@ -6,19 +6,19 @@
 # Each process checks what it reads, st_size, st_blocks and its pins as it
 # goes against its own shadow copy; at the end every file is checked
 # again, and once more after a remount. The daemon log must hold no
-# sanitizer report. SWEEP_SECS (default 30), SWEEP_PROCS (4).
+# sanitizer report. SWEEP_SECS (default 12), SWEEP_PROCS (4).
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
 require_cmd "$PY" setfattr
-SECS=${SWEEP_SECS:-30}
+SECS=${SWEEP_SECS:-12}
 PROCS=${SWEEP_PROCS:-4}
 
 # 16K blocks, a RAM tier just above the cache's minimum: blocks are evicted
 # all the time and the sweep finds idle inodes after every commit.
-# SWEEP_TWO=1: two striped tiers (pins move blocks between them);
+# SWEEP_TWO=1 (default): two striped tiers (pins move blocks between them);
 # SWEEP_SOC=1: sync_on_close; SWEEP_LEARN=yes: the order learner on.
-if [ "${SWEEP_TWO:-0}" = 1 ]; then
+if [ "${SWEEP_TWO:-1}" = 1 ]; then
 	two_tier_conf 16K | sed 's/^block_size = 16K/block_size = 16K\nthreads = 4/; s/^capacity = 256M/capacity = 6M/' >"$T/c.conf"
 	PINS=nvme0,nvme1,ram,
 else
