@@ -812,8 +812,15 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 			else
 				assigned = true;
 		}
-		if ((rc = entry_alloc(fs, &e)))
+		if ((rc = entry_alloc(fs, &e))) {
+			/* The slot just chosen, never written, would stay
+			 * taken (and counted in st_blocks) until a remount. */
+			if (assigned && !b->ce && b->csum == 0 && b->tier != TIER_NONE) {
+				tier_free(fs->tiers[b->tier], b->slot);
+				b->tier = TIER_NONE;
+			}
 			return rc;
+		}
 		/* entry_alloc may have dropped the lock: re-check. A pin
 		 * (cache_pin) that moved the file meanwhile did not see this
 		 * entry: choose again under its new home, or the entry stays
