@@ -110,54 +110,102 @@ static void wake_all(struct fs *fs)
 
 /* ---- LRU ---------------------------------------------------------------- */
 
-static bool entry_busy(const struct centry *e)
+/* The list E belongs on, by its write-back state (fs.h: lru_head). */
+static uint8_t lru_state_of(const struct centry *e)
 {
-	return e->dirty || e->flushing;
+	return e->flushing ? LRU_FLUSHING : e->dirty ? LRU_DIRTY : LRU_CLEAN;
 }
 
 static void lru_unlink(struct fs *fs, struct centry *e)
 {
-	int l = e->pinned;
-	fs->lru_len[l]--;
-	fs->lru_busy[l] -= entry_busy(e);
+	int l = e->pinned, s = e->lru;
 	if (e->prev)
 		e->prev->next = e->next;
 	else
-		fs->lru_head[l] = e->next;
+		fs->lru_head[l][s] = e->next;
 	if (e->next)
 		e->next->prev = e->prev;
 	else
-		fs->lru_tail[l] = e->prev;
+		fs->lru_tail[l][s] = e->prev;
 	e->prev = e->next = NULL;
+	e->lru = LRU_NONE;
 }
 
+/* Link E at the head of its list: it was just used. */
 static void lru_push(struct fs *fs, struct centry *e)
 {
-	int l = e->pinned;
-	fs->lru_len[l]++;
-	fs->lru_busy[l] += entry_busy(e);
+	int l = e->pinned, s = e->lru = lru_state_of(e);
 	e->prev = NULL;
-	e->next = fs->lru_head[l];
-	if (fs->lru_head[l])
-		fs->lru_head[l]->prev = e;
-	fs->lru_head[l] = e;
-	if (!fs->lru_tail[l])
-		fs->lru_tail[l] = e;
+	e->next = fs->lru_head[l][s];
+	if (fs->lru_head[l][s])
+		fs->lru_head[l][s]->prev = e;
+	fs->lru_head[l][s] = e;
+	if (!fs->lru_tail[l][s])
+		fs->lru_tail[l][s] = e;
 }
 
-/* Walking both lists from the least recently used end, the list of blocks
- * that may go first, then (PINNED_TOO) the pinned one: the first entry, and
- * the one after E. */
-static struct centry *lru_oldest(struct fs *fs, bool pinned_too)
+/* Link E where its last use (stamp) places it: a block whose write-back
+ * state changed keeps its rank among the others of its new list, as it
+ * kept its place in the one list there was. The walk starts from both
+ * ends: with a learned order write-backs are of blocks used last (near
+ * the head), without one of the oldest (near the tail). */
+static void lru_insert(struct fs *fs, struct centry *e)
 {
-	return fs->lru_tail[0] ? fs->lru_tail[0] : pinned_too ? fs->lru_tail[1] : NULL;
+	int l = e->pinned, s = lru_state_of(e);
+	struct centry *h = fs->lru_head[l][s], *t = fs->lru_tail[l][s];
+	if (!h || e->stamp >= h->stamp) {
+		lru_push(fs, e);
+		return;
+	}
+	e->lru = (uint8_t)s;
+	if (e->stamp <= t->stamp) {
+		e->next = NULL;
+		e->prev = t;
+		t->next = e;
+		fs->lru_tail[l][s] = e;
+		return;
+	}
+	/* h is newer and t older than E: each walk stops by the other end. */
+	for (struct centry *fwd = h, *bwd = t;; fwd = fwd->next, bwd = bwd->prev) {
+		if (fwd->stamp < e->stamp) { /* before fwd, which is not h */
+			e->next = fwd;
+			e->prev = fwd->prev;
+			fwd->prev->next = e;
+			fwd->prev = e;
+			return;
+		}
+		if (bwd->stamp > e->stamp) { /* after bwd, which is not t */
+			e->prev = bwd;
+			e->next = bwd->next;
+			bwd->next->prev = e;
+			bwd->next = e;
+			return;
+		}
+	}
+}
+
+/* After E's dirty or flushing flag changed: move it to its list. */
+static void lru_restate(struct fs *fs, struct centry *e)
+{
+	if (e->lru == LRU_NONE || e->lru == lru_state_of(e))
+		return;
+	lru_unlink(fs, e);
+	lru_insert(fs, e);
+}
+
+/* Walking the lists of state S from the least recently used end, the list
+ * of blocks that may go first, then (PINNED_TOO) the pinned one: the first
+ * entry, and the one after E (in E's list, whatever state that is now). */
+static struct centry *lru_oldest(struct fs *fs, int s, bool pinned_too)
+{
+	return fs->lru_tail[0][s] ? fs->lru_tail[0][s] : pinned_too ? fs->lru_tail[1][s] : NULL;
 }
 
 static struct centry *lru_older(struct fs *fs, struct centry *e, bool pinned_too)
 {
 	if (e->prev)
 		return e->prev;
-	return !e->pinned && pinned_too ? fs->lru_tail[1] : NULL;
+	return !e->pinned && pinned_too && e->lru != LRU_NONE ? fs->lru_tail[1][e->lru] : NULL;
 }
 
 /* Make E's home RAM, moving it to the pinned list. Lock held. */
@@ -186,7 +234,7 @@ static void entry_unpin(struct fs *fs, struct centry *e)
 static void touch(struct fs *fs, struct centry *e)
 {
 	e->stamp = ++fs->clock;
-	if (fs->lru_head[e->pinned] != e) {
+	if (fs->lru_head[e->pinned][e->lru] != e) {
 		lru_unlink(fs, e);
 		lru_push(fs, e);
 	}
@@ -207,10 +255,10 @@ static void entry_release_slot(struct fs *fs, struct centry *e)
 static void entry_mark_dirty(struct fs *fs, struct centry *e)
 {
 	if (!e->dirty) {
-		fs->lru_busy[e->pinned] += !e->flushing;
 		e->dirty = true;
 		fs->ndirty++;
 		e->inode->ndirty++;
+		lru_restate(fs, e);
 	}
 }
 
@@ -289,12 +337,12 @@ static uint64_t keep_until(const struct centry *e, uint64_t stale)
 	return t;
 }
 
-/* Among the newest VICTIM_SCAN entries of each LRU list in LISTS (bit 0:
- * those that may go, bit 1: pinned) that OK(e, ARG) accepts, the one
- * WHEN says is needed farthest ahead: Belady's choice (on a repeating scan
- * the newest are the ones needed last, so the sample holds the answer).
- * NULL if none. */
-static struct centry *farthest(struct fs *fs, unsigned lists,
+/* Among the newest VICTIM_SCAN entries of the state-S list of each class
+ * in LISTS (bit 0: those that may go, bit 1: pinned) that OK(e, ARG)
+ * accepts, the one WHEN says is needed farthest ahead: Belady's choice (on
+ * a repeating scan the newest are the ones needed last, so the sample
+ * holds the answer). NULL if none. */
+static struct centry *farthest(struct fs *fs, unsigned lists, int s,
 			       bool (*ok)(const struct centry *, bool), bool arg,
 			       uint64_t (*when)(const struct centry *, uint64_t))
 {
@@ -305,7 +353,7 @@ static struct centry *farthest(struct fs *fs, unsigned lists,
 		if (!(lists & 1u << l))
 			continue;
 		unsigned seen = 0, visited = 0;
-		for (struct centry *e = fs->lru_head[l];
+		for (struct centry *e = fs->lru_head[l][s];
 		     e && seen < VICTIM_SCAN && visited < VICTIM_VISIT; e = e->next) {
 			visited++;
 			if (!ok(e, arg))
@@ -324,11 +372,11 @@ static struct centry *farthest(struct fs *fs, unsigned lists,
 	return best;
 }
 
-/* Whether LRU list L holds an entry neither dirty nor being written back:
- * else nothing on it may be evicted. Lock held. */
+/* Whether class L has an entry neither dirty nor being written back:
+ * else nothing of it may be evicted. Lock held. */
 static bool list_has_clean(const struct fs *fs, int l)
 {
-	return fs->lru_len[l] > fs->lru_busy[l];
+	return fs->lru_head[l][LRU_CLEAN] != NULL;
 }
 
 /* The least recently used entry that may go, pinned ones last, among the
@@ -339,7 +387,8 @@ static struct centry *lru_victim(struct fs *fs, uint64_t visit)
 		if (visit != UINT64_MAX && !list_has_clean(fs, pass))
 			continue;
 		uint64_t visited = 0;
-		for (struct centry *e = fs->lru_tail[pass]; e && visited < visit; e = e->prev) {
+		for (struct centry *e = fs->lru_tail[pass][LRU_CLEAN]; e && visited < visit;
+		     e = e->prev) {
 			visited++;
 			if (evictable(e, pass == 1)) {
 				atomic_fetch_add(&fs->stats.victim_visits, visited);
@@ -363,10 +412,10 @@ static struct centry *pick_victim_before(struct fs *fs, uint64_t need_at)
 	if (fs->learned) {
 		uint64_t stale = engine_stale_before(fs);
 		for (int pass = 0; pass < 2; pass++) {
-			struct centry *best =
-			    list_has_clean(fs, pass)
-				? farthest(fs, 1u << pass, evictable, pass == 1, next_read_of)
-				: NULL;
+			struct centry *best = list_has_clean(fs, pass)
+						  ? farthest(fs, 1u << pass, LRU_CLEAN, evictable,
+							     pass == 1, next_read_of)
+						  : NULL;
 			if (best && (need_at == UINT64_MAX || next_read_of(best, stale) > need_at))
 				return best;
 			if (best && need_at != UINT64_MAX)
@@ -385,10 +434,14 @@ static struct centry *pick_victim(struct fs *fs)
 	return pick_victim_before(fs, UINT64_MAX);
 }
 
+/* Whether anything is dirty, being written back or being loaded: what a
+ * reclaim waiter may wait for. Lock held. */
 static bool any_flushable(struct fs *fs)
 {
-	for (struct centry *e = lru_oldest(fs, true); e; e = lru_older(fs, e, true))
-		if ((e->dirty && !e->flushing) || e->flushing || e->state == CE_LOADING)
+	if (lru_oldest(fs, LRU_DIRTY, true) || lru_oldest(fs, LRU_FLUSHING, true))
+		return true;
+	for (struct centry *e = lru_oldest(fs, LRU_CLEAN, true); e; e = lru_older(fs, e, true))
+		if (e->state == CE_LOADING)
 			return true;
 	return false;
 }
@@ -405,6 +458,7 @@ static int entry_new(struct fs *fs, struct centry **out)
 		return -ENOMEM;
 	}
 	e->slot = (uint64_t)slot;
+	e->lru = LRU_NONE;
 	e->buf = tier_ram_ptr(fs->tiers[fs->ram], (uint64_t)slot);
 	fs->ncached++;
 	*out = e;
@@ -432,8 +486,13 @@ static bool bg_candidate(const struct centry *e, bool spill)
  * write and a read of a block the rule keeps in RAM for speed. */
 static bool must_spill(struct fs *fs)
 {
-	for (struct centry *e = fs->lru_tail[0]; e; e = e->prev)
-		if (bg_candidate(e, false) || e->flushing || evictable(e, false))
+	if (fs->lru_tail[0][LRU_FLUSHING])
+		return false;
+	for (struct centry *e = fs->lru_tail[0][LRU_DIRTY]; e; e = e->prev)
+		if (bg_candidate(e, false))
+			return false;
+	for (struct centry *e = fs->lru_tail[0][LRU_CLEAN]; e; e = e->prev)
+		if (evictable(e, false))
 			return false;
 	return true;
 }
@@ -455,7 +514,7 @@ static bool write_back_frees(const struct centry *e, bool unused)
  * again within the step. Learned order only. */
 static bool farther_dirty(struct fs *fs, uint64_t after)
 {
-	struct centry *d = farthest(fs, 1u, write_back_frees, false, next_read_of);
+	struct centry *d = farthest(fs, 1u, LRU_FLUSHING, write_back_frees, false, next_read_of);
 	return d && next_read_of(d, engine_stale_before(fs)) > after;
 }
 
@@ -470,10 +529,11 @@ static bool farther_dirty(struct fs *fs, uint64_t after)
 void cache_restamp(struct fs *fs)
 {
 	for (int l = 0; l < 2; l++)
-		for (struct centry *e = fs->lru_head[l]; e; e = e->next)
-			if (e->inode)
-				e->next_read =
-				    engine_next_read(fs, e->inode->ino, e->idx, &e->next_use);
+		for (int st = 0; st < LRU_NSTATES; st++)
+			for (struct centry *e = fs->lru_head[l][st]; e; e = e->next)
+				if (e->inode)
+					e->next_read = engine_next_read(fs, e->inode->ino, e->idx,
+									&e->next_use);
 	fs->wb_horizon_ok = false;
 	fs->learn_clock = fs->clock;
 }
@@ -541,8 +601,9 @@ static uint64_t keep_horizon(struct fs *fs)
 		return 0;
 	size_t keep = (size_t)(room - margin), n = 0;
 	uint64_t stale = engine_stale_before(fs);
-	for (struct centry *e = fs->lru_head[0]; e; e = e->next)
-		fs->wb_scratch[n++] = keep_until(e, stale);
+	for (int st = 0; st < LRU_NSTATES; st++)
+		for (struct centry *e = fs->lru_head[0][st]; e; e = e->next)
+			fs->wb_scratch[n++] = keep_until(e, stale);
 	if (n <= keep)
 		return UINT64_MAX;
 	return select_kth(fs->wb_scratch, n, keep - 1);
@@ -598,7 +659,7 @@ static bool kept_over_due(struct fs *fs, const struct centry *v)
 		return false;
 	uint64_t visited = 0;
 	bool found = false;
-	for (struct centry *e = fs->lru_tail[0]; e && visited < VICTIM_VISIT && !found;
+	for (struct centry *e = fs->lru_tail[0][LRU_DIRTY]; e && visited < VICTIM_VISIT && !found;
 	     e = e->prev) {
 		visited++;
 		found = bg_candidate(e, false) && due_learned(fs, e, horizon);
@@ -1327,7 +1388,7 @@ static void prefetch_done(struct tier_io *io)
  * held. */
 static struct centry *readahead_victim(struct fs *fs)
 {
-	for (struct centry *e = fs->lru_tail[0]; e; e = e->prev)
+	for (struct centry *e = fs->lru_tail[0][LRU_CLEAN]; e; e = e->prev)
 		if (evictable(e, false))
 			return e->prefetched ? NULL : e;
 	return NULL;
@@ -1410,7 +1471,7 @@ static void flush_done(struct tier_io *io)
 	struct inode *in = e->inode;
 	struct blk *b = fs_blk(in, e->idx);
 	e->flushing = false;
-	fs->lru_busy[e->pinned] -= !e->dirty;
+	lru_restate(fs, e);
 	in->nflushing--;
 	int err = io->result;
 	if (err) {
@@ -1508,6 +1569,7 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	}
 	e->flushing = true;
 	e->dirty = false;
+	lru_restate(fs, e);
 	fs->ndirty--;
 	in->ndirty--;
 	in->nflushing++;
@@ -1862,7 +1924,8 @@ int cache_flush_all(struct fs *fs)
 	pthread_mutex_lock(&fs->lock);
 	for (;;) {
 		struct centry *pick = NULL;
-		for (struct centry *e = lru_oldest(fs, true); e; e = lru_older(fs, e, true))
+		for (struct centry *e = lru_oldest(fs, LRU_DIRTY, true); e;
+		     e = lru_older(fs, e, true))
 			if (e->dirty && !e->flushing && e->refs == 0 && e->state == CE_VALID &&
 			    !volatile_inode(e->inode)) {
 				pick = e;
@@ -1991,7 +2054,7 @@ static struct centry *next_to_flush(struct fs *fs, struct centry *from, bool lea
 				return e;
 		return NULL;
 	}
-	return farthest(fs, spill ? 3u : 1u, bg_candidate, spill, keep_until);
+	return farthest(fs, spill ? 3u : 1u, LRU_DIRTY, bg_candidate, spill, keep_until);
 }
 
 /* Whether background write-back (no reclaim waiting) takes E, the block
@@ -2013,7 +2076,8 @@ static struct centry *stray_dirty(struct fs *fs)
 {
 	uint64_t stale = engine_stale_before(fs);
 	unsigned seen = 0;
-	for (struct centry *e = fs->lru_tail[0]; e && seen < VICTIM_SCAN; e = e->prev, seen++)
+	for (struct centry *e = fs->lru_tail[0][LRU_DIRTY]; e && seen < VICTIM_SCAN;
+	     e = e->prev, seen++)
 		if (bg_candidate(e, false) && keep_until(e, stale) == UINT64_MAX)
 			return e;
 	return NULL;
@@ -2080,7 +2144,8 @@ static void *flusher_main(void *arg)
 		 * pressure, only a trickle of `max` goes out per period. */
 		unsigned started = 0;
 		bool spill = reclaim && must_spill(fs);
-		struct centry *e = next_to_flush(fs, lru_oldest(fs, spill), learned, spill);
+		struct centry *e =
+		    next_to_flush(fs, lru_oldest(fs, LRU_DIRTY, spill), learned, spill);
 		while (e && !fs->stopping) {
 			reclaim = fs->reclaim_waiters > 0;
 			bool due = wb_due(fs, e, learned, horizon);
@@ -2225,11 +2290,12 @@ int cache_init(struct fs *fs)
 void cache_destroy(struct fs *fs)
 {
 	for (int l = 0; l < 2; l++)
-		while (fs->lru_head[l]) {
-			struct centry *e = fs->lru_head[l];
-			lru_unlink(fs, e);
-			free(e);
-		}
+		for (int st = 0; st < LRU_NSTATES; st++)
+			while (fs->lru_head[l][st]) {
+				struct centry *e = fs->lru_head[l][st];
+				lru_unlink(fs, e);
+				free(e);
+			}
 	free(fs->zero);
 	free(fs->wb_scratch);
 	free(fs->landing);

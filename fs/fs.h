@@ -106,6 +106,10 @@ static inline uint64_t fs_blk_next(const struct inode *in, uint64_t idx)
 #define fs_for_each_blk(in, i, from)                                                               \
 	for (uint64_t i = fs_blk_next(in, from); i < (in)->nblocks; i = fs_blk_next(in, i + 1))
 
+/* The LRU list a cache entry is on (fs.lru_head): neither dirty nor being
+ * written back (what may be evicted), dirty, or being written back. */
+enum lru_state { LRU_CLEAN, LRU_DIRTY, LRU_FLUSHING, LRU_NSTATES, LRU_NONE = 255 };
+
 enum ce_state {
 	CE_LOADING, /* buf is being filled (tier read, whole-block write); wait */
 	CE_VALID,   /* buf holds the block (dirty or clean) */
@@ -128,6 +132,7 @@ struct centry {
 	uint64_t next_read; /* predicted engine_now() of its next read, UINT64_MAX unknown */
 	uint64_t next_use;  /* same, of its next access of any kind (a read or a write) */
 	struct centry *prev, *next; /* LRU list, most recent at head */
+	uint8_t lru;		    /* which: enum lru_state, LRU_NONE on none */
 };
 
 struct fs_stats {
@@ -170,15 +175,14 @@ struct fs {
 	size_t ninodes;
 
 	/* Cache. Guarded by lock. */
-	/* LRU lists, most recent at head, one per value of centry.pinned:
-	 * searches for a victim or a write-back walk only the blocks they may
-	 * take, not the gradients a rule keeps in RAM (two thirds of the
-	 * bench's cache, walked on every eviction when both shared a list). */
-	struct centry *lru_head[2], *lru_tail[2];
-	/* Entries on each list, and of those the ones dirty or being written
-	 * back: a list with no other has nothing to evict, and the victim
-	 * search skips it instead of walking it (fs/cache.c). */
-	uint64_t lru_len[2], lru_busy[2];
+	/* LRU lists, most recent at head, one per value of centry.pinned and
+	 * write-back state: searches for a victim or a write-back walk only
+	 * the blocks they may take, not the gradients a rule keeps in RAM
+	 * (two thirds of the bench's cache, walked on every eviction when
+	 * both shared a list), nor, for a victim, the dirty blocks that a
+	 * learned order keeps (nearly all of them: with 16 Ki RAM blocks each
+	 * search walked thousands). */
+	struct centry *lru_head[2][LRU_NSTATES], *lru_tail[2][LRU_NSTATES];
 	uint64_t ncached, ndirty, npinned;
 	uint64_t cache_slots; /* RAM tier slots the cache may fill */
 	/* RAM tier slots beyond the capacity configured, one per FUSE worker,
