@@ -12,31 +12,10 @@ REPLAY=$(dirname "$TIERFS_BIN")/tierfs-replay
 [ -x "$REPLAY" ] || { echo "# SKIP: $REPLAY not built"; exit 77; }
 STEPS=${SWEEP_STEPS:-20}
 RANKS=${SWEEP_RANKS:-2}
-mkdir -p "$T/nvme0" "$T/meta"
-cat >"$T/c.conf" <<CONF
-[mount]
-metadata = $T/meta
-block_size = 256K
-threads = 4
-
-[tier ram]
-type = ram
-capacity = 24M
-
-[tier nvme0]
-type = posix
-path = $T/nvme0
-capacity = 2G
-
-[policy]
-stripe = nvme0
-prefetch_depth = 64
-
-[rule gradients]
-match = *_gradient_*.tensor.swp
-tier = ram
-persistent = no
-CONF
+{
+	default_conf | sed 's/^block_size = 1M/block_size = 256K\nthreads = 4/; s/^capacity = 256M/capacity = 24M/'
+	printf 'prefetch_depth = 64\n\n[rule gradients]\nmatch = *_gradient_*.tensor.swp\ntier = ram\npersistent = no\n'
+} >"$T/c.conf"
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 # An fsync now and then syncs the tiers: write-backs no fsync is owed any
 # more (wb_first) then keep no inode in the table.
