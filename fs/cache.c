@@ -301,14 +301,14 @@ static bool evictable(const struct centry *e, bool allow_pinned)
 
 /* How many evictable entries the learned-order victim search looks at. */
 #define VICTIM_SCAN 512
-/* How many entries one victim walk visits, whatever their state. With a
- * learned order nearly every cached block is dirty, and walks that counted
- * only the entries they could take went through the whole cache, under
- * fs->lock, on every miss and for every woken waiter: with 16 Ki blocks of
- * RAM the update phase ran at 51 MB/s instead of 440. A walk that finds
- * nothing within it leaves the caller to wait for a write-back, which
- * frees a block near the head, where the walks start; entry_alloc walks
- * the whole cache only before giving up. */
+/* How many entries one victim walk visits, whether it can take them or
+ * not: on the clean list some are held by requests or still loading, on
+ * the dirty list (kept_over_due) most are not due. Walks that counted only
+ * the entries they could take once went through the whole cache, under
+ * fs->lock, on every miss: with 16 Ki blocks of RAM the update phase ran
+ * at 51 MB/s instead of 440. A walk that finds nothing within it leaves
+ * the caller to wait for a write-back; entry_alloc walks the whole clean
+ * lists only before giving up. */
 #define VICTIM_VISIT (4 * VICTIM_SCAN)
 
 /* When E is next read, for choosing a victim. A prediction older than STALE
@@ -372,20 +372,11 @@ static struct centry *farthest(struct fs *fs, unsigned lists, int s,
 	return best;
 }
 
-/* Whether class L has an entry neither dirty nor being written back:
- * else nothing of it may be evicted. Lock held. */
-static bool list_has_clean(const struct fs *fs, int l)
-{
-	return fs->lru_head[l][LRU_CLEAN] != NULL;
-}
-
 /* The least recently used entry that may go, pinned ones last, among the
  * oldest VISIT of each list (UINT64_MAX: all, every list). Lock held. */
 static struct centry *lru_victim(struct fs *fs, uint64_t visit)
 {
 	for (int pass = 0; pass < 2; pass++) {
-		if (visit != UINT64_MAX && !list_has_clean(fs, pass))
-			continue;
 		uint64_t visited = 0;
 		for (struct centry *e = fs->lru_tail[pass][LRU_CLEAN]; e && visited < visit;
 		     e = e->prev) {
@@ -412,10 +403,8 @@ static struct centry *pick_victim_before(struct fs *fs, uint64_t need_at)
 	if (fs->learned) {
 		uint64_t stale = engine_stale_before(fs);
 		for (int pass = 0; pass < 2; pass++) {
-			struct centry *best = list_has_clean(fs, pass)
-						  ? farthest(fs, 1u << pass, LRU_CLEAN, evictable,
-							     pass == 1, next_read_of)
-						  : NULL;
+			struct centry *best =
+			    farthest(fs, 1u << pass, LRU_CLEAN, evictable, pass == 1, next_read_of);
 			if (best && (need_at == UINT64_MAX || next_read_of(best, stale) > need_at))
 				return best;
 			if (best && need_at != UINT64_MAX)
@@ -727,12 +716,11 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 		/* Timed: a wake one waiter missed (another took it, or did
 		 * not leave) costs that waiter STUCK_NS at most, and a waiter
 		 * still tells whether write-back moves. */
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += (long)STUCK_NS;
-		until.tv_sec += until.tv_nsec / 1000000000L;
-		until.tv_nsec %= 1000000000L;
-		pthread_cond_timedwait(&fs->reclaim_cond, &fs->lock, &until);
+		uint64_t until = mono_ns() + STUCK_NS;
+		pthread_cond_timedwait(
+		    &fs->reclaim_cond, &fs->lock,
+		    &(struct timespec){.tv_sec = (time_t)(until / 1000000000ULL),
+				       .tv_nsec = (long)(until % 1000000000ULL)});
 		fs->reclaim_waiters--;
 		waited = true;
 		if (atomic_load(&fs->stats.flushes) != flushed) {
@@ -810,6 +798,16 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 	return -ENOSPC;
 }
 
+/* Undo assign_durable for B while its slot is still unused: no entry took
+ * the block, nothing was written there, nothing committed. Lock held. */
+static void unassign_durable(struct fs *fs, struct blk *b)
+{
+	if (!b->ce && b->csum == 0 && b->tier != TIER_NONE) {
+		tier_free(fs->tiers[b->tier], b->slot);
+		b->tier = TIER_NONE;
+	}
+}
+
 enum get_mode {
 	GET_READ,	/* existing data or a hole (NULL) */
 	GET_WRITE_PART, /* will be partly overwritten: needs its data */
@@ -874,12 +872,9 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 				assigned = true;
 		}
 		if ((rc = entry_alloc(fs, &e))) {
-			/* The slot just chosen, never written, would stay
-			 * taken (and counted in st_blocks) until a remount. */
-			if (assigned && !b->ce && b->csum == 0 && b->tier != TIER_NONE) {
-				tier_free(fs->tiers[b->tier], b->slot);
-				b->tier = TIER_NONE;
-			}
+			/* Else taken (and counted in st_blocks) until a remount. */
+			if (assigned)
+				unassign_durable(fs, b);
 			return rc;
 		}
 		/* entry_alloc may have dropped the lock: re-check. A pin
@@ -888,12 +883,10 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 		 * pinned in RAM, or unpinned with no durable slot. */
 		if (b->ce || in->home != home) {
 			entry_release_slot(fs, e);
-			/* A slot chosen for the old home, never written nor
-			 * committed: choose again (a pin to RAM needs none). */
-			if (assigned && !b->ce && b->csum == 0 && b->tier != TIER_NONE) {
-				tier_free(fs->tiers[b->tier], b->slot);
-				b->tier = TIER_NONE;
-			}
+			/* A slot chosen for the old home: choose again (a pin
+			 * to RAM needs none). */
+			if (assigned)
+				unassign_durable(fs, b);
 			continue;
 		}
 		e->inode = in;
