@@ -1968,9 +1968,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 		if (rc || i * fs->bs >= in->attr.size)
 			break;
 		struct blk *b = fs_blk(in, i);
-		if (b->tier == TIER_NONE && !b->ce)
-			continue;
-		if (b->tier == tier)
+		if (!fs_blk_used(b) || b->tier == tier)
 			continue;
 		struct centry *e;
 		rc = entry_get(fs, in, i, GET_READ, &e);

@@ -92,6 +92,14 @@ static inline struct blk *fs_blk(const struct inode *in, uint64_t idx)
 	return &in->chunks[c][idx & (FS_MAP_CHUNK - 1)];
 }
 
+/* Whether block record B holds data: a slot on a tier, or a cache entry
+ * (not yet written back). What st_blocks counts and fallocate need not
+ * find room for. */
+static inline bool fs_blk_used(const struct blk *b)
+{
+	return b->tier != TIER_NONE || b->ce;
+}
+
 /* The first block from IDX on that has a record, nblocks if none. */
 static inline uint64_t fs_blk_next(const struct inode *in, uint64_t idx)
 {

@@ -145,8 +145,7 @@ static uint64_t map_used(const struct inode *in)
 {
 	uint64_t used = 0;
 	fs_for_each_blk (in, i, 0) {
-		const struct blk *b = fs_blk(in, i);
-		if (b->tier != TIER_NONE || b->ce)
+		if (fs_blk_used(fs_blk(in, i)))
 			used++;
 	}
 	return used;

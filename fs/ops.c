@@ -1151,8 +1151,7 @@ static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 		fs_for_each_blk (in, i, first) {
 			if (i >= last)
 				break;
-			const struct blk *b = fs_blk(in, i);
-			if (b->tier != TIER_NONE || b->ce)
+			if (fs_blk_used(fs_blk(in, i)))
 				need--;
 		}
 		data_space(fs, &used, &total);
