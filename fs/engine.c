@@ -217,6 +217,7 @@ int engine_init(struct fs *fs)
 	rc = pthread_create(&fs->prefetcher, NULL, prefetcher_main, fs);
 	if (rc)
 		return -rc;
+	(void)pthread_setname_np(fs->prefetcher, "tierfs-prefetch"); /* as the flusher's */
 	fs->prefetcher_running = true;
 	return 0;
 }

@@ -138,6 +138,7 @@ int loop_run(struct fs *fs, struct fuse_session *se)
 			fuse_session_exit(se);
 			break;
 		}
+		(void)pthread_setname_np(tids[started], "tierfs-fuse"); /* as the flusher's */
 	}
 	if (started) {
 		/* A signal that lands here, not in a worker's read(), ends

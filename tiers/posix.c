@@ -862,6 +862,11 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 		io_uring_queue_exit(&pt->ring);
 		goto fail;
 	}
+	/* For `top -H` and perf, which cut names at 15 characters; a thread
+	 * without one works the same. */
+	char tname[16];
+	snprintf(tname, sizeof(tname), "tierfs-io-%s", tier_name(t));
+	(void)pthread_setname_np(pt->cq_thread, tname);
 	t->be_priv = pt;
 	return 0;
 fail:

@@ -5,7 +5,7 @@
 # user.tierfs.pin moving a file (and its new writes) and unpinning,
 # user.tierfs.tiers on the root, and the read-only MNT/.tierfs/ view (stats,
 # tiers/NAME/ listings, which name only what they list); a block list over
-# the 64 KiB xattr limit, cut short per tier.
+# the 64 KiB xattr limit, cut short per tier; the daemon's threads named.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -14,6 +14,17 @@ MiB=$((1 << 20))
 
 two_tier_conf 1M "" "[rule grad]" "match = *_gradient_*.tensor.swp" "tier = ram" >"$T/c.conf"
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+
+# Threads say what they are in `top -H` and perf: which one burns the CPU
+# is the first question when a node is slow.
+names=$(cat /proc/"$TIERFS_PID"/task/*/comm | sort -u | tr '\n' ' ')
+echo "# threads: $names"
+for want in tierfs-flush tierfs-prefetch tierfs-fuse tierfs-io-nvme0 tierfs-io-nvme1; do
+	case " $names" in
+	*" $want "*) ok "a thread named $want" ;;
+	*) fail "no thread named $want" ;;
+	esac
+done
 
 xa() { getfattr --only-values -n "$1" "$2" 2>/dev/null; }
 # pl_check FILE WANT_SUM [ONLY_TIER]: placement well-formed, sums to WANT_SUM,
