@@ -716,17 +716,19 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 		/* Timed: a wake one waiter missed (another took it, or did
 		 * not leave) costs that waiter STUCK_NS at most, and a waiter
 		 * still tells whether write-back moves. */
-		uint64_t until = mono_ns() + STUCK_NS;
+		uint64_t t0 = mono_ns(), until = t0 + STUCK_NS;
 		pthread_cond_timedwait(
 		    &fs->reclaim_cond, &fs->lock,
 		    &(struct timespec){.tv_sec = (time_t)(until / 1000000000ULL),
 				       .tv_nsec = (long)(until % 1000000000ULL)});
 		fs->reclaim_waiters--;
+		uint64_t now = mono_ns();
+		atomic_fetch_add(&fs->stats.reclaim_waits, 1);
+		atomic_fetch_add(&fs->stats.reclaim_wait_ns, now - t0);
 		waited = true;
 		if (atomic_load(&fs->stats.flushes) != flushed) {
 			stuck_since = 0;
 		} else {
-			uint64_t now = mono_ns();
 			if (!stuck_since)
 				stuck_since = now;
 			else if (now - stuck_since > STUCK_NS)

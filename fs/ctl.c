@@ -335,7 +335,8 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		      "cache blocks=%llu dirty=%llu pinned=%llu hits=%llu misses=%llu "
 		      "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu "
 		      "flushes_reclaim=%llu flushes_rewritten=%llu writes_adopted=%llu "
-		      "victim_scans=%llu victim_visits=%llu\n",
+		      "victim_scans=%llu victim_visits=%llu reclaim_waits=%llu "
+		      "reclaim_wait_ms=%llu\n",
 		      (unsigned long long)cached, (unsigned long long)dirty,
 		      (unsigned long long)pinned, (unsigned long long)hits,
 		      (unsigned long long)misses,
@@ -347,7 +348,9 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		      (unsigned long long)atomic_load(&fs->stats.flushes_rewritten),
 		      (unsigned long long)atomic_load(&fs->stats.writes_adopted),
 		      (unsigned long long)atomic_load(&fs->stats.victim_scans),
-		      (unsigned long long)atomic_load(&fs->stats.victim_visits));
+		      (unsigned long long)atomic_load(&fs->stats.victim_visits),
+		      (unsigned long long)atomic_load(&fs->stats.reclaim_waits),
+		      (unsigned long long)(atomic_load(&fs->stats.reclaim_wait_ns) / 1000000));
 	/* The in-memory inode table and the block maps loaded in it: what
 	 * the kernel has looked up and the cache holds, not every file ever
 	 * touched (t_inodemem). */

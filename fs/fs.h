@@ -158,6 +158,10 @@ struct fs_stats {
 	atomic_uint_fast64_t writes_adopted;
 	/* Victim searches, and the cache entries their walks visited. */
 	atomic_uint_fast64_t victim_scans, victim_visits;
+	/* Waits of a request for a RAM block (entry_alloc), and their summed
+	 * time: what a RAM tier too small, or a disk too slow to write back,
+	 * costs the application. */
+	atomic_uint_fast64_t reclaim_waits, reclaim_wait_ns;
 };
 
 struct order;
