@@ -23,6 +23,7 @@
  * copied and moved to tiers with the lock dropped and the entry referenced.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1641,14 +1642,26 @@ static bool inode_forgettable(const struct fs *fs, const struct inode *in)
 	return true;
 }
 
+/* Heap bytes of IN's block map. */
+static uint64_t map_bytes(const struct inode *in)
+{
+	uint64_t n = in->nchunks * sizeof(*in->chunks);
+	for (uint64_t c = 0; c < in->nchunks; c++)
+		if (in->chunks[c])
+			n += FS_MAP_CHUNK * sizeof(struct blk);
+	return n;
+}
+
 /* Give back the memory of inodes the kernel has forgotten: their block
  * maps, and the inodes themselves where nothing about them is owed. Every
  * inode once looked up stayed in the table with its map for the life of
  * the mount: 17 KiB for each small file ever touched (t_inodemem). The
  * next use loads them again from LMDB. After a good commit, lock held: a
- * map is dropped only when LMDB has all of it. */
-static void inode_sweep(struct fs *fs)
+ * map is dropped only when LMDB has all of it. Returns the heap bytes
+ * freed. */
+static uint64_t inode_sweep(struct fs *fs)
 {
+	uint64_t freed = 0;
 	for (size_t i = 0; i < g_npend; i++) {
 		struct inode *in = fs_inode_find(fs, g_pend[i].ino);
 		if (in)
@@ -1663,16 +1676,30 @@ static void inode_sweep(struct fs *fs)
 			if (idle && inode_forgettable(fs, in)) {
 				*pp = in->hnext;
 				fs->ninodes--;
+				freed += map_bytes(in) + sizeof(*in);
 				fs_map_free(in);
 				free(in);
 				continue;
 			}
-			if (idle && in->map_loaded)
+			if (idle && in->map_loaded) {
+				freed += map_bytes(in);
 				fs_map_unload(fs, in);
+			}
 			pp = &in->hnext;
 		}
 	}
+	return freed;
 }
+
+/* Heap bytes the sweeps gave back since the last malloc_trim. Under
+ * g_commit_lock. */
+static uint64_t g_swept_bytes;
+/* The maps are small heap blocks: freed, they stay in the daemon's RSS,
+ * and a burst of new files (whose maps live until their first commit) left
+ * the RSS at its peak, 2-7 KiB per file in t_inodemem instead of the 0.5 KiB
+ * an inode that stays costs. Past this many freed bytes, the heap's free
+ * pages go back to the system. */
+#define TRIM_BYTES (8ull << 20)
 
 /* Under g_commit_lock. */
 static int commit_locked(struct fs *fs)
@@ -1780,9 +1807,14 @@ static int commit_locked(struct fs *fs)
 	} else {
 		for (size_t i = 0; i < nfreed; i++)
 			tier_free(fs->tiers[freed[i].tier], freed[i].slot);
-		inode_sweep(fs);
+		g_swept_bytes += inode_sweep(fs);
 	}
 	pthread_mutex_unlock(&fs->lock);
+	if (g_swept_bytes >= TRIM_BYTES) {
+		/* Outside fs->lock: it walks every arena. */
+		g_swept_bytes = 0;
+		malloc_trim(0);
+	}
 	free(freed);
 	free(attrs);
 	free(pend);
