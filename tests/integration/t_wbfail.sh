@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A write-back that fails is never reported as durable. The flusher starts
+# the write-back of a file's only dirty block; iofail.so holds it in the
+# ring, so an fsync arriving meanwhile finds the block being written back,
+# not dirty. Then the disk fails the write (EIO): the block is dirty again,
+# and the fsync must not return 0, which says the bytes are on disk. Once
+# the disk works again, an fsync writes the block back and returns 0, and
+# the bytes are there after a remount.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+require_tierfs
+require_cmd "$PY"
+require_cmd timeout
+
+# fsync.py FILE MARK: open FILE, create MARK, fsync; prints ok or the errno.
+cat >"$T/fsync.py" <<'PYEOF'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+open(sys.argv[2], "w").close()
+try:
+    os.fsync(fd)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+PYEOF
+clean() { grep -q '^cache .* dirty=0 ' "$MNT/.tierfs/stats"; }
+# wait_for CMD...: up to 20 s for CMD to succeed.
+wait_for() {
+	local i
+	for i in $(seq 400); do "$@" && return 0; sleep 0.05; done
+	return 1
+}
+# in_fsync PID: PID waits for the daemon's answer to a FUSE request.
+in_fsync() { grep -q request_wait_answer "/proc/$1/stack" 2>/dev/null || grep -q request_wait_answer "/proc/$1/wchan" 2>/dev/null; }
+want_file() { # FILE BYTE
+	"$PY" -c 'import sys; d=open(sys.argv[1],"rb").read(); sys.exit(d != bytes([int(sys.argv[2])])*(1<<20))' "$1" "$2"
+}
+
+default_conf | mount_key 'flush_interval = 0.05' >"$T/c.conf"
+export IOFAIL_HOLD="$T/hold" IOFAIL_EIO="$T/eio"
+mount_shimmed iofail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+
+touch "$IOFAIL_HOLD"
+"$PY" -c 'import sys; open(sys.argv[1], "wb").write(b"\x01" * (1 << 20))' "$MNT/f"
+check "the flusher takes the dirty block (its write-back held)" wait_for clean
+"$PY" "$T/fsync.py" "$MNT/f" "$T/opened" >"$T/said" &
+pid=$!
+fsync_sent() { test -e "$T/opened" && in_fsync $pid; }
+check "fsync sent while the write-back is under way" wait_for fsync_sent
+sleep 0.2 # the daemon gets to wait for the write-back
+touch "$IOFAIL_EIO"
+rm -f "$IOFAIL_HOLD"
+wait $pid
+said=$(cat "$T/said")
+echo "# fsync said: $said"
+check "fsync while that write-back fails: EIO, not 0" test "$said" = EIO
+rm -f "$IOFAIL_EIO"
+said=$("$PY" "$T/fsync.py" "$MNT/f" "$T/opened2")
+echo "# fsync said: $said"
+check "fsync once the disk works again: 0" test "$said" = ok
+check "nothing left dirty" clean
+check "unmount clean" umount_fs
+unset IOFAIL_HOLD IOFAIL_EIO
+check "remount" mount_fs "$T/c.conf"
+check "after remount: the bytes" want_file "$MNT/f" 1
+check "unmount clean (2)" umount_fs
+tap_exit
