@@ -1590,12 +1590,16 @@ static void batch_wait(struct fs *fs, struct flush_batch *batch)
 }
 
 /* Start the write-back of IN's block I if it is dirty, once no write-back
- * or user holds it. Lock held (dropped while waiting). */
+ * or user holds it. One under way (the flusher's) is waited for first: if
+ * it fails, the block is dirty again and goes out in this batch, whose
+ * error the caller reports; skipped, its failure went to the flusher's
+ * batch only, and an fsync returned 0 over bytes that were only in RAM
+ * (t_wbfail). Lock held (dropped while waiting). */
 static int flush_block(struct fs *fs, struct inode *in, uint64_t i, struct flush_batch *batch)
 {
 	struct blk *b = fs_blk(in, i);
 	struct centry *e = b ? b->ce : NULL;
-	if (!e || !e->dirty)
+	if (!e || (!e->dirty && !e->flushing))
 		return 0;
 	int rc;
 	do {
