@@ -5,7 +5,9 @@
 # not dirty. Then the disk fails the write (EIO): the block is dirty again,
 # and the fsync must not return 0, which says the bytes are on disk. Once
 # the disk works again, an fsync writes the block back and returns 0, and
-# the bytes are there after a remount.
+# the bytes are there after a remount. An unmount while the disk fails
+# every write gives up on the blocks it cannot write, saying so, rather
+# than retry them for ever: the daemon exits.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -64,4 +66,33 @@ unset IOFAIL_HOLD IOFAIL_EIO
 check "remount" mount_fs "$T/c.conf"
 check "after remount: the bytes" want_file "$MNT/f" 1
 check "unmount clean (2)" umount_fs
+
+# daemon_exits: the daemon ends within 20 s of the unmount (else killed).
+daemon_exits() {
+	fusermount3 -u "$MNT" || return 1
+	local i
+	for i in $(seq 400); do
+		kill -0 "$TIERFS_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$TIERFS_PID" 2>/dev/null; then
+		kill -9 "$TIERFS_PID"
+		wait "$TIERFS_PID" 2>/dev/null
+		TIERFS_PID=
+		return 1
+	fi
+	wait "$TIERFS_PID"
+	TIERFS_PID=
+}
+export IOFAIL_HOLD="$T/hold" IOFAIL_EIO="$T/eio"
+mount_shimmed iofail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+"$PY" -c 'import sys; open(sys.argv[1], "wb").write(b"\x02" * (1 << 20))' "$MNT/g"
+touch "$IOFAIL_EIO"
+check "unmount while every write fails: the daemon exits" daemon_exits
+check "it says the write-back failed" grep -q 'unmount: write-back failed' "$T/daemon.log"
+rm -f "$IOFAIL_EIO"
+unset IOFAIL_HOLD IOFAIL_EIO
+check "remount (2)" mount_fs "$T/c.conf"
+check "after remount: the file written back before is whole" want_file "$MNT/f" 1
+check "unmount clean (3)" umount_fs
 tap_exit
