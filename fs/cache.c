@@ -1485,6 +1485,7 @@ static void flush_done(struct tier_io *io)
 		if (pend_add(in->ino, e->idx))
 			err = -ENOMEM;
 	}
+	e->wb_failed = err != 0;
 	if (err) {
 		/* The block stays where it was, dirty, to be tried again; a
 		 * new slot was never in the map. */
@@ -1948,17 +1949,24 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 	return rc;
 }
 
+/* Write back every dirty block, each once: a block whose write-back fails
+ * here stays dirty and is not tried again. Picking it again, as any dirty
+ * block, retried it for ever while the disk failed its writes, and the
+ * daemon never exited at unmount (t_wbfail). */
 int cache_flush_all(struct fs *fs)
 {
 	struct flush_batch batch = {.fs = fs};
 	int rc = 0;
 	pthread_mutex_lock(&fs->lock);
+	/* Failures before this call are the flusher's: those get a try too. */
+	for (struct centry *e = lru_oldest(fs, LRU_DIRTY, true); e; e = lru_older(fs, e, true))
+		e->wb_failed = false;
 	for (;;) {
 		struct centry *pick = NULL;
 		for (struct centry *e = lru_oldest(fs, LRU_DIRTY, true); e;
 		     e = lru_older(fs, e, true))
-			if (e->dirty && !e->flushing && e->refs == 0 && e->state == CE_VALID &&
-			    !volatile_inode(e->inode)) {
+			if (e->dirty && !e->flushing && !e->wb_failed && e->refs == 0 &&
+			    e->state == CE_VALID && !volatile_inode(e->inode)) {
 				pick = e;
 				break;
 			}

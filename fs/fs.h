@@ -136,6 +136,7 @@ struct centry {
 	bool pinned;	    /* RAM is this block's home (rule or pin): evict last */
 	bool prefetched;    /* loaded ahead of use, not yet used */
 	bool written_back;  /* clean through a write-back since it was last written */
+	bool wb_failed;	    /* its last write-back failed (cache_flush_all) */
 	uint64_t stamp;	    /* last use, for LRU */
 	uint64_t next_read; /* predicted engine_now() of its next read, UINT64_MAX unknown */
 	uint64_t next_use;  /* same, of its next access of any kind (a read or a write) */
