@@ -86,8 +86,10 @@ daemon_exits() {
 }
 export IOFAIL_HOLD="$T/hold" IOFAIL_EIO="$T/eio"
 mount_shimmed iofail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
-"$PY" -c 'import sys; open(sys.argv[1], "wb").write(b"\x02" * (1 << 20))' "$MNT/g"
+# Failing before the write: the flusher's periodic trickle could otherwise
+# write g back, successfully, before the unmount tries.
 touch "$IOFAIL_EIO"
+"$PY" -c 'import sys; open(sys.argv[1], "wb").write(b"\x02" * (1 << 20))' "$MNT/g"
 check "unmount while every write fails: the daemon exits" daemon_exits
 check "it says the write-back failed" grep -q 'unmount: write-back failed' "$T/daemon.log"
 rm -f "$IOFAIL_EIO"
