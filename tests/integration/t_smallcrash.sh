@@ -5,8 +5,8 @@
 # remount. Random writers open, pwrite (512-byte units that name file,
 # generation and unit), fsync, truncate, rename and unlink their own files,
 # some matching a persistent = no rule; a step-like writer rewrites its
-# files in order and fsyncs each; tierfs-replay runs DeepSpeed steps. Every acknowledged step is logged outside
-# the mount. After each kill: a file whose last change was fsync'd holds
+# files in order and fsyncs each; tierfs-replay runs DeepSpeed steps.
+# Every acknowledged step is logged outside the mount. After each kill: a file whose last change was fsync'd holds
 # exactly that; any other holds, per unit, its fsync'd data or a later
 # write of its own (zeros only where it had none), never another file's or
 # garbage; acknowledged renames and unlinks hold; persistent = no files are
