@@ -2086,6 +2086,11 @@ void cache_rehome(struct fs *fs, struct inode *in)
 static struct centry *next_to_flush(struct fs *fs, struct centry *from, bool learned, bool spill)
 {
 	if (!learned) {
+		/* FROM may have left the dirty list while the lock was dropped
+		 * (written back, or being written): walking on from it would
+		 * walk the clean list, all of it, under the lock. */
+		if (from && from->lru != LRU_DIRTY)
+			from = lru_oldest(fs, LRU_DIRTY, spill);
 		for (struct centry *e = from; e; e = lru_older(fs, e, spill))
 			if (bg_candidate(e, spill))
 				return e;
