@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# A tier that fails every write is retried at a bounded rate, and says so
+# without flooding the log. With 3 MiB of RAM (64 KiB blocks) and a writer
+# writing 8 MiB, every RAM block is soon dirty and a request waits for RAM
+# (reclaim) the whole time iofail.so fails the tier's writes (EIO): the
+# flusher must not retry the failed blocks as fast as the I/O returns.
+# Over 2 s a back-off (a delay that grows to about a second after each
+# failure) makes tens of failed writes at most; without one it made tens of
+# thousands. The bounds below are far from both. The log counts repeats
+# instead of a line per failed I/O.
+# Once the disk works again the writer finishes, the bytes are right,
+# fsync returns 0 and a remount keeps them. A request for RAM while the
+# disk fails for longer gets an error in bounded time rather than hang.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+require_tierfs
+require_cmd "$PY"
+require_cmd timeout cmp
+
+stat_of() { grep "^$1 " "$MNT/.tierfs/stats" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+# wait_for CMD...: up to 20 s for CMD to succeed.
+wait_for() {
+	local i
+	for i in $(seq 400); do "$@" && return 0; sleep 0.05; done
+	return 1
+}
+clean() { grep -q '^cache .* dirty=0 ' "$MNT/.tierfs/stats"; }
+fails() { grep -c "nvme0.*failed: Input/output error" "$T/daemon.log"; }
+
+default_conf | sed 's/^block_size = 1M/block_size = 64K\nthreads = 2/
+	s/^capacity = 256M/capacity = 3M/; s/^capacity = 2G/capacity = 64M/' >"$T/c.conf"
+grep -q '^threads = 2' "$T/c.conf" || fail "config edit"
+head -c $((8 << 20)) /dev/urandom >"$T/data"
+export IOFAIL_EIO="$T/eio"
+mount_shimmed iofail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+
+touch "$IOFAIL_EIO"
+"$PY" -c 'import shutil, sys; shutil.copyfile(sys.argv[1], sys.argv[2])' "$T/data" "$MNT/f" &
+pid=$!
+waiting() { test "$(stat_of cache reclaim_waits)" -gt 0; }
+check "the writer waits for RAM" wait_for waiting
+e0=$(stat_of 'tier nvme0' errors)
+l0=$(fails)
+sleep 2
+e1=$(stat_of 'tier nvme0' errors)
+l1=$(fails)
+n=$((e1 - e0))
+echo "# failed writes in 2 s: $n; log lines: $((l1 - l0))"
+grep 'nvme0' "$T/daemon.log" | tail -3 | sed 's/^/# /'
+check "failed writes in 2 s bounded ($n, at most 300)" test "$n" -le 300
+check "they were retried ($n, at least 1)" test "$n" -ge 1
+check "log lines bounded ($((l1 - l0)), at most 30)" test $((l1 - l0)) -le 30
+rm -f "$IOFAIL_EIO"
+check "once the disk works, the writer finishes" wait $pid
+check "the file reads back right" cmp "$T/data" "$MNT/f"
+check "fsync: 0" "$PY" -c 'import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY); os.fsync(fd)' "$MNT/f"
+check "everything written back" wait_for clean
+
+# write.py SRC DST: copy SRC to DST in 64 KiB writes; prints ok, or the
+# errno and the bytes written before it.
+cat >"$T/write.py" <<'PYEOF'
+import errno, os, sys
+src = open(sys.argv[1], "rb").read()
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+off = 0
+try:
+    while off < len(src):
+        off += os.write(fd, src[off:off + 65536])
+    print("ok")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno), off)
+PYEOF
+# fsync.py FILE: prints ok or the errno of an fsync of FILE.
+cat >"$T/fsync.py" <<'PYEOF'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+try:
+    os.fsync(fd)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+PYEOF
+# A request FUSE has sent cannot be killed: the writer runs in the
+# background, and the disk works again if it has not answered in 20 s.
+touch "$IOFAIL_EIO"
+"$PY" "$T/write.py" "$T/data" "$MNT/g" >"$T/wrote" &
+pid=$!
+answered() { test -s "$T/wrote"; }
+wait_for answered
+w=$(cat "$T/wrote")
+echo "# writer while the disk fails: ${w:-no answer in 20 s}"
+check "a write that cannot get RAM while the disk fails: EIO, not a hang" \
+	test "${w%% *}" = EIO
+"$PY" "$T/fsync.py" "$MNT/g" >"$T/said" &
+pid2=$!
+synced() { test -s "$T/said"; }
+wait_for synced
+said=$(cat "$T/said")
+echo "# fsync while the disk fails: ${said:-no answer in 20 s}"
+check "fsync while the disk fails: EIO" test "$said" = EIO
+rm -f "$IOFAIL_EIO"
+wait $pid $pid2
+w=$(cat "$T/wrote")
+n=${w#* }
+prefix() { cmp -n "$1" "$T/data" "$MNT/g"; }
+case "$n" in
+[0-9]*) check "what the writer was told is written reads back ($n bytes)" prefix "$n" ;;
+*) fail "what the writer was told is written reads back (no count)" ;;
+esac
+said=$("$PY" "$T/fsync.py" "$MNT/g")
+check "fsync once the disk works again: 0 ($said)" test "$said" = ok
+check "everything written back (2)" wait_for clean
+check "unmount clean" umount_fs
+unset IOFAIL_EIO
+check "remount" mount_fs "$T/c.conf"
+check "after remount: the bytes" cmp "$T/data" "$MNT/f"
+case "$n" in
+[0-9]*) check "after remount: the bytes written before EIO" prefix "$n" ;;
+esac
+check "unmount clean (2)" umount_fs
+tap_exit
