@@ -460,11 +460,70 @@ static bool volatile_inode(const struct inode *in)
 	return in->attr.flags & META_F_VOLATILE;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Background write-back to a tier that fails its writes backs off: the
+ * flusher chose the block it had just failed to write again at once, and
+ * retried as fast as the disk answered (tens of thousands of failed writes
+ * and log lines a second, t_wbstorm). After a failure the tier's blocks
+ * wait WB_BACKOFF_MIN_NS, doubled at each failure up to WB_BACKOFF_MAX_NS;
+ * then one write-back (a probe) goes out, and the others wait for its
+ * result. A write-back that succeeds ends the back-off: everything goes
+ * out again at once. fsync and unmount (TIER_PRIO_DEMAND) do not wait, so
+ * that they report the error (or find the disk works again). Per tier
+ * index, as g_wb_epoch; guarded by fs->lock. */
+#define WB_BACKOFF_MIN_NS (10 * 1000000ULL)
+#define WB_BACKOFF_MAX_NS (1000 * 1000000ULL)
+/* How long a request for RAM waits while write-back fails and none
+ * succeeds, before it gets EIO: a disk that fails for a moment must not
+ * fail writes, one that keeps failing must not hang them for ever. */
+#define WB_FAILING_NS (5000 * 1000000ULL)
+/* At most one log line per tier per period for failed write-backs. */
+#define WB_LOG_NS (1000 * 1000000ULL)
+static uint64_t g_wb_retry_at[CONF_MAX_TIERS]; /* 0: not backing off */
+static uint64_t g_wb_backoff[CONF_MAX_TIERS];
+static bool g_wb_probing[CONF_MAX_TIERS];
+static uint64_t g_wb_failed[CONF_MAX_TIERS];	/* failures since the last success */
+static uint64_t g_wb_logged_at[CONF_MAX_TIERS]; /* last failure logged */
+static uint64_t g_wb_unlogged[CONF_MAX_TIERS];	/* failures not logged since */
+
+/* Whether background write-back to tier T waits. Lock held. */
+static bool wb_tier_held(unsigned t)
+{
+	return g_wb_retry_at[t] && (g_wb_probing[t] || mono_ns() < g_wb_retry_at[t]);
+}
+
+/* Whether E waits for its tier's back-off: the tier it lives on, or the
+ * one its last write-back failed on (a move to a pinned tier). Lock held. */
+static bool wb_held_back(const struct centry *e)
+{
+	const struct blk *b = fs_blk(e->inode, e->idx);
+	if (b && b->tier != TIER_NONE && wb_tier_held(b->tier))
+		return true;
+	return e->wb_failed && wb_tier_held(e->wb_tier);
+}
+
+/* Any tier backing off. Lock held. */
+static bool wb_any_held(const struct fs *fs)
+{
+	for (int t = 0; t < fs->conf.ntiers; t++)
+		if (g_wb_retry_at[t])
+			return true;
+	return false;
+}
+
 /* Whether background write-back should take E now. SPILL: memory is short
  * and nothing else is left to write, so blocks whose home is RAM go out too. */
 static bool bg_candidate(const struct centry *e, bool spill)
 {
 	if (!e->dirty || e->flushing || e->state != CE_VALID || e->refs)
+		return false;
+	if (wb_held_back(e))
 		return false;
 	if (e->pinned || volatile_inode(e->inode))
 		return spill;
@@ -660,22 +719,16 @@ static bool kept_over_due(struct fs *fs, const struct centry *v)
 
 #define STUCK_NS (100 * 1000000ULL)
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-/* A free RAM slot for a new entry, evicting or waiting for write-back.
- * Lock held; may drop it while waiting. */
-static int entry_alloc(struct fs *fs, struct centry **out)
+/* A free RAM slot for a new entry (for IN's block IDX, named in errors),
+ * evicting or waiting for write-back. Lock held; may drop it while
+ * waiting. */
+static int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, struct centry **out)
 {
 	/* Waiting for a farther block's write-back pays only while write-back
 	 * moves: a tier that is full or failing must not stall the caller for
 	 * longer than STUCK_NS. */
 	bool patient = true, waited = false;
-	uint64_t stuck_since = 0;
+	uint64_t stuck_since = 0, errs_since = 0;
 	int rc;
 	for (;;) {
 		rc = entry_new(fs, out);
@@ -730,10 +783,27 @@ static int entry_alloc(struct fs *fs, struct centry **out)
 		if (atomic_load(&fs->stats.flushes) != flushed) {
 			stuck_since = 0;
 		} else {
-			if (!stuck_since)
+			if (!stuck_since) {
 				stuck_since = now;
-			else if (now - stuck_since > STUCK_NS)
+				errs_since = atomic_load(&fs->stats.flush_errors);
+			} else if (now - stuck_since > STUCK_NS) {
 				patient = false;
+			}
+			/* No write-back succeeded for WB_FAILING_NS, and some
+			 * failed: RAM is full of blocks the tiers do not take.
+			 * Waiting longer would hang the request for as long as
+			 * the disk fails (t_wbstorm); a slow disk still
+			 * completes write-backs and never gets here. */
+			if (now - stuck_since > WB_FAILING_NS &&
+			    atomic_load(&fs->stats.flush_errors) != errs_since) {
+				TFS_LOG("cache: no RAM block for inode %llu block %llu: write-back "
+					"has failed for %llu s (%llu blocks dirty): EIO",
+					(unsigned long long)in->ino, (unsigned long long)idx,
+					(unsigned long long)((now - stuck_since) / 1000000000ULL),
+					(unsigned long long)fs->ndirty);
+				rc = -EIO;
+				break;
+			}
 		}
 	}
 	/* What woke this waiter may serve the next one too. */
@@ -874,7 +944,7 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 			else
 				assigned = true;
 		}
-		if ((rc = entry_alloc(fs, &e))) {
+		if ((rc = entry_alloc(fs, in, idx, &e))) {
 			/* Else taken (and counted in st_blocks) until a remount. */
 			if (assigned)
 				unassign_durable(fs, b);
@@ -1454,8 +1524,9 @@ struct flush_io {
 	struct tier_io io;
 	struct centry *e;
 	struct flush_batch *batch;
-	bool move; /* io.slot is a new slot on tier `to` (flush_start) */
-	uint16_t to;
+	bool move;   /* io.slot is a new slot on tier `to` (flush_start) */
+	uint16_t to; /* the tier written, moved or not */
+	int probe;   /* the tier whose back-off this write-back probes, or -1 */
 };
 
 static void flush_done(struct tier_io *io)
@@ -1470,14 +1541,48 @@ static void flush_done(struct tier_io *io)
 	lru_restate(fs, e);
 	in->nflushing--;
 	int err = io->result;
+	unsigned t = f->to;
+	if (f->probe >= 0)
+		g_wb_probing[f->probe] = false;
 	if (err) {
-		char path[PATH_MAX];
-		if (fs_inode_path(fs, in->ino, path, sizeof(path)))
-			snprintf(path, sizeof(path), "inode %llu", (unsigned long long)in->ino);
-		TFS_LOG("%s: block %llu: write-back to tier %s slot %llu failed: %s", path,
-			(unsigned long long)e->idx, tier_name(io->tier),
-			(unsigned long long)io->slot, strerror(-err));
+		atomic_fetch_add(&fs->stats.flush_errors, 1);
+		uint64_t now = mono_ns();
+		g_wb_failed[t]++;
+		/* Failures of write-backs that were in flight together count
+		 * once: the delay grows per try after the last one ran out. */
+		if (now >= g_wb_retry_at[t]) {
+			uint64_t d = g_wb_backoff[t] ? 2 * g_wb_backoff[t] : WB_BACKOFF_MIN_NS;
+			g_wb_backoff[t] = d < WB_BACKOFF_MAX_NS ? d : WB_BACKOFF_MAX_NS;
+			g_wb_retry_at[t] = now + g_wb_backoff[t];
+		}
+		if (!g_wb_logged_at[t] || now - g_wb_logged_at[t] >= WB_LOG_NS) {
+			char path[PATH_MAX];
+			if (fs_inode_path(fs, in->ino, path, sizeof(path)))
+				snprintf(path, sizeof(path), "inode %llu",
+					 (unsigned long long)in->ino);
+			char more[64] = "";
+			if (g_wb_unlogged[t])
+				snprintf(more, sizeof(more),
+					 "; %llu more failed since the last line",
+					 (unsigned long long)g_wb_unlogged[t]);
+			TFS_LOG("%s: block %llu: write-back to tier %s slot %llu failed: %s "
+				"(retrying in %llu ms%s)",
+				path, (unsigned long long)e->idx, tier_name(io->tier),
+				(unsigned long long)io->slot, strerror(-err),
+				(unsigned long long)(g_wb_backoff[t] / 1000000ULL), more);
+			g_wb_logged_at[t] = now;
+			g_wb_unlogged[t] = 0;
+		} else {
+			g_wb_unlogged[t]++;
+		}
 	} else {
+		if (g_wb_retry_at[t]) {
+			TFS_LOG("tier %s: write-back works again, after %llu failed write-backs",
+				tier_name(io->tier), (unsigned long long)g_wb_failed[t]);
+			g_wb_retry_at[t] = g_wb_backoff[t] = 0;
+			g_wb_logged_at[t] = g_wb_unlogged[t] = 0;
+		}
+		g_wb_failed[t] = 0;
 		atomic_fetch_add(&fs->stats.flushes, 1);
 		atomic_fetch_add(&fs->stats.flush_bytes, fs->bs);
 		if (!f->move)
@@ -1486,6 +1591,7 @@ static void flush_done(struct tier_io *io)
 			err = -ENOMEM;
 	}
 	e->wb_failed = err != 0;
+	e->wb_tier = (uint16_t)t;
 	if (err) {
 		/* The block stays where it was, dirty, to be tried again; a
 		 * new slot was never in the map. */
@@ -1563,6 +1669,14 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 			f->to = to = (uint16_t)dest;
 			slot = (uint64_t)ns;
 		}
+	}
+	f->to = to;
+	/* The flusher's write-back to a tier backing off is its probe: the
+	 * tier's other blocks wait for its result (wb_tier_held). */
+	f->probe = -1;
+	if (prio != TIER_PRIO_DEMAND && b->tier != TIER_NONE && g_wb_retry_at[b->tier]) {
+		f->probe = b->tier;
+		g_wb_probing[b->tier] = true;
 	}
 	e->flushing = true;
 	e->dirty = false;
@@ -2280,8 +2394,13 @@ static void *flusher_main(void *arg)
 			pthread_mutex_lock(&fs->lock);
 		}
 		if (!started && reclaim) {
-			/* Nothing to write: wake waiters so they re-check. */
-			wake_all(fs);
+			/* Nothing to write: wake waiters so they re-check.
+			 * Not while a tier backs off: its blocks are still to
+			 * write, a waiter would only wake this loop again at
+			 * once, and the two would spin until the back-off
+			 * ends. Waiters wake on their own every STUCK_NS. */
+			if (!wb_any_held(fs))
+				wake_all(fs);
 			pthread_cond_timedwait(&fs->flusher_cond, &fs->lock,
 					       &(struct timespec){.tv_sec = time(NULL) + 1});
 		}

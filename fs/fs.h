@@ -137,6 +137,7 @@ struct centry {
 	bool prefetched;    /* loaded ahead of use, not yet used */
 	bool written_back;  /* clean through a write-back since it was last written */
 	bool wb_failed;	    /* its last write-back failed (cache_flush_all) */
+	uint16_t wb_tier;   /* the tier that write-back failed on (wb_held_back) */
 	uint64_t stamp;	    /* last use, for LRU */
 	uint64_t next_read; /* predicted engine_now() of its next read, UINT64_MAX unknown */
 	uint64_t next_use;  /* same, of its next access of any kind (a read or a write) */
@@ -163,6 +164,8 @@ struct fs_stats {
 	 * time: what a RAM tier too small, or a disk too slow to write back,
 	 * costs the application. */
 	atomic_uint_fast64_t reclaim_waits, reclaim_wait_ns;
+	/* Write-backs that failed (entry_alloc gives up on a tier that fails). */
+	atomic_uint_fast64_t flush_errors;
 };
 
 struct order;

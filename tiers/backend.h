@@ -60,6 +60,11 @@ struct tier {
 	uint64_t outstanding;
 	pthread_mutex_t idle_lock;
 	pthread_cond_t idle_cond;
+
+	/* tier_log_io_error's rate limit (atomic): when it last printed, and
+	 * the errors it left out since. */
+	uint64_t err_logged_ns;
+	uint64_t err_unlogged;
 };
 
 /* Report an I/O's result (0 or -errno): verifies read checksums, fills
@@ -68,6 +73,11 @@ void tier_io_complete(struct tier_io *io, int result);
 
 /* "tierfs: tier NAME: " + message on stderr. */
 void tier_log(const struct tier *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* tier_log for a failed I/O, at most one line a second per tier: a disk
+ * that fails every I/O would otherwise print a line per block, thousands
+ * a second. The next line printed says how many were left out. */
+void tier_log_io_error(struct tier *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 uint64_t tier_now_ns(void);
 

@@ -651,7 +651,8 @@ static void handle_cqe(struct posix_tier *pt, struct tier_io *io, int res)
 		finish(pt, io, -EIO);
 		return;
 	}
-	tier_log(t, "%s: slot %" PRIu64 ": %s failed: %s", path, io->slot, what, strerror(-res));
+	tier_log_io_error(t, "%s: slot %" PRIu64 ": %s failed: %s", path, io->slot, what,
+			  strerror(-res));
 	finish(pt, io, res);
 }
 

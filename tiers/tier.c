@@ -67,6 +67,32 @@ void tier_log(const struct tier *t, const char *fmt, ...)
 	fprintf(stderr, "tierfs: tier %s: %s\n", t ? t->name : "?", msg);
 }
 
+#define TIER_ERR_LOG_NS 1000000000ULL
+
+void tier_log_io_error(struct tier *t, const char *fmt, ...)
+{
+	uint64_t now = tier_now_ns();
+	uint64_t last = __atomic_load_n(&t->err_logged_ns, __ATOMIC_RELAXED);
+	/* One thread wins the period's line; the others count themselves. */
+	if ((last && now - last < TIER_ERR_LOG_NS) ||
+	    !__atomic_compare_exchange_n(&t->err_logged_ns, &last, now, false, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED)) {
+		__atomic_add_fetch(&t->err_unlogged, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	uint64_t left = __atomic_exchange_n(&t->err_unlogged, 0, __ATOMIC_RELAXED);
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (left)
+		tier_log(t, "%s (and %" PRIu64 " more failed I/Os since the last such line)", msg,
+			 left);
+	else
+		tier_log(t, "%s", msg);
+}
+
 uint64_t tier_checksum(const void *buf, size_t len)
 {
 	return XXH3_64bits(buf, len);
