@@ -491,6 +491,9 @@ static bool g_wb_probing[CONF_MAX_TIERS];
 static uint64_t g_wb_failed[CONF_MAX_TIERS];	/* failures since the last success */
 static uint64_t g_wb_logged_at[CONF_MAX_TIERS]; /* last failure logged */
 static uint64_t g_wb_unlogged[CONF_MAX_TIERS];	/* failures not logged since */
+/* Tiers whose g_wb_retry_at is set: bg_candidate, on every step of the
+ * flusher's walks, asks nothing more while it is 0. */
+static unsigned g_wb_nheld;
 
 /* Whether background write-back to tier T waits. Lock held. */
 static bool wb_tier_held(unsigned t)
@@ -502,19 +505,12 @@ static bool wb_tier_held(unsigned t)
  * one its last write-back failed on (a move to a pinned tier). Lock held. */
 static bool wb_held_back(const struct centry *e)
 {
+	if (!g_wb_nheld)
+		return false;
 	const struct blk *b = fs_blk(e->inode, e->idx);
 	if (b && b->tier != TIER_NONE && wb_tier_held(b->tier))
 		return true;
 	return e->wb_failed && wb_tier_held(e->wb_tier);
-}
-
-/* Any tier backing off. Lock held. */
-static bool wb_any_held(const struct fs *fs)
-{
-	for (int t = 0; t < fs->conf.ntiers; t++)
-		if (g_wb_retry_at[t])
-			return true;
-	return false;
 }
 
 /* Whether background write-back should take E now. SPILL: memory is short
@@ -1553,6 +1549,7 @@ static void flush_done(struct tier_io *io)
 		if (now >= g_wb_retry_at[t]) {
 			uint64_t d = g_wb_backoff[t] ? 2 * g_wb_backoff[t] : WB_BACKOFF_MIN_NS;
 			g_wb_backoff[t] = d < WB_BACKOFF_MAX_NS ? d : WB_BACKOFF_MAX_NS;
+			g_wb_nheld += !g_wb_retry_at[t];
 			g_wb_retry_at[t] = now + g_wb_backoff[t];
 		}
 		if (!g_wb_logged_at[t] || now - g_wb_logged_at[t] >= WB_LOG_NS) {
@@ -1579,6 +1576,7 @@ static void flush_done(struct tier_io *io)
 		if (g_wb_retry_at[t]) {
 			TFS_LOG("tier %s: write-back works again, after %llu failed write-backs",
 				tier_name(io->tier), (unsigned long long)g_wb_failed[t]);
+			g_wb_nheld--;
 			g_wb_retry_at[t] = g_wb_backoff[t] = 0;
 			g_wb_logged_at[t] = g_wb_unlogged[t] = 0;
 		}
@@ -2399,7 +2397,7 @@ static void *flusher_main(void *arg)
 			 * write, a waiter would only wake this loop again at
 			 * once, and the two would spin until the back-off
 			 * ends. Waiters wake on their own every STUCK_NS. */
-			if (!wb_any_held(fs))
+			if (!g_wb_nheld)
 				wake_all(fs);
 			pthread_cond_timedwait(&fs->flusher_cond, &fs->lock,
 					       &(struct timespec){.tv_sec = time(NULL) + 1});
