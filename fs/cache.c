@@ -460,13 +460,6 @@ static bool volatile_inode(const struct inode *in)
 	return in->attr.flags & META_F_VOLATILE;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Background write-back to a tier that fails its writes backs off: the
  * flusher chose the block it had just failed to write again at once, and
  * retried as fast as the disk answered (tens of thousands of failed writes
@@ -475,8 +468,7 @@ static uint64_t mono_ns(void)
  * then one write-back (a probe) goes out, and the others wait for its
  * result. A write-back that succeeds ends the back-off: everything goes
  * out again at once. fsync and unmount (TIER_PRIO_DEMAND) do not wait, so
- * that they report the error (or find the disk works again). Per tier
- * index, as g_wb_epoch; guarded by fs->lock. */
+ * that they report the error (or find the disk works again). */
 #define WB_BACKOFF_MIN_NS (10 * 1000000ULL)
 #define WB_BACKOFF_MAX_NS (1000 * 1000000ULL)
 /* How long a request for RAM waits while write-back fails and none
@@ -485,20 +477,22 @@ static uint64_t mono_ns(void)
 #define WB_FAILING_NS (5000 * 1000000ULL)
 /* At most one log line per tier per period for failed write-backs. */
 #define WB_LOG_NS (1000 * 1000000ULL)
-static uint64_t g_wb_retry_at[CONF_MAX_TIERS]; /* 0: not backing off */
-static uint64_t g_wb_backoff[CONF_MAX_TIERS];
-static bool g_wb_probing[CONF_MAX_TIERS];
-static uint64_t g_wb_failed[CONF_MAX_TIERS];	/* failures since the last success */
-static uint64_t g_wb_logged_at[CONF_MAX_TIERS]; /* last failure logged */
-static uint64_t g_wb_unlogged[CONF_MAX_TIERS];	/* failures not logged since */
-/* Tiers whose g_wb_retry_at is set: bg_candidate, on every step of the
+/* Per tier index, as g_wb_epoch; guarded by fs->lock. */
+static struct {
+	uint64_t retry_at; /* 0: not backing off */
+	uint64_t backoff;  /* the delay now */
+	bool probing;	   /* a write-back probes the tier */
+	uint64_t failed;   /* failures since the last success */
+	struct tier_ratelimit log;
+} g_wb[CONF_MAX_TIERS];
+/* Tiers whose retry_at is set: bg_candidate, on every step of the
  * flusher's walks, asks nothing more while it is 0. */
 static unsigned g_wb_nheld;
 
 /* Whether background write-back to tier T waits. Lock held. */
 static bool wb_tier_held(unsigned t)
 {
-	return g_wb_retry_at[t] && (g_wb_probing[t] || mono_ns() < g_wb_retry_at[t]);
+	return g_wb[t].retry_at && (g_wb[t].probing || tier_now_ns() < g_wb[t].retry_at);
 }
 
 /* Whether E waits for its tier's back-off: the tier it lives on, or the
@@ -766,13 +760,13 @@ static int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, stru
 		/* Timed: a wake one waiter missed (another took it, or did
 		 * not leave) costs that waiter STUCK_NS at most, and a waiter
 		 * still tells whether write-back moves. */
-		uint64_t t0 = mono_ns(), until = t0 + STUCK_NS;
+		uint64_t t0 = tier_now_ns(), until = t0 + STUCK_NS;
 		pthread_cond_timedwait(
 		    &fs->reclaim_cond, &fs->lock,
 		    &(struct timespec){.tv_sec = (time_t)(until / 1000000000ULL),
 				       .tv_nsec = (long)(until % 1000000000ULL)});
 		fs->reclaim_waiters--;
-		uint64_t now = mono_ns();
+		uint64_t now = tier_now_ns();
 		atomic_fetch_add(&fs->stats.reclaim_waits, 1);
 		atomic_fetch_add(&fs->stats.reclaim_wait_ns, now - t0);
 		waited = true;
@@ -1539,48 +1533,45 @@ static void flush_done(struct tier_io *io)
 	int err = io->result;
 	unsigned t = f->to;
 	if (f->probe >= 0)
-		g_wb_probing[f->probe] = false;
+		g_wb[f->probe].probing = false;
 	if (err) {
 		atomic_fetch_add(&fs->stats.flush_errors, 1);
-		uint64_t now = mono_ns();
-		g_wb_failed[t]++;
+		uint64_t now = tier_now_ns();
+		g_wb[t].failed++;
 		/* Failures of write-backs that were in flight together count
 		 * once: the delay grows per try after the last one ran out. */
-		if (now >= g_wb_retry_at[t]) {
-			uint64_t d = g_wb_backoff[t] ? 2 * g_wb_backoff[t] : WB_BACKOFF_MIN_NS;
-			g_wb_backoff[t] = d < WB_BACKOFF_MAX_NS ? d : WB_BACKOFF_MAX_NS;
-			g_wb_nheld += !g_wb_retry_at[t];
-			g_wb_retry_at[t] = now + g_wb_backoff[t];
+		if (now >= g_wb[t].retry_at) {
+			uint64_t d = g_wb[t].backoff ? 2 * g_wb[t].backoff : WB_BACKOFF_MIN_NS;
+			g_wb[t].backoff = d < WB_BACKOFF_MAX_NS ? d : WB_BACKOFF_MAX_NS;
+			g_wb_nheld += !g_wb[t].retry_at;
+			g_wb[t].retry_at = now + g_wb[t].backoff;
 		}
-		if (!g_wb_logged_at[t] || now - g_wb_logged_at[t] >= WB_LOG_NS) {
+		uint64_t skipped;
+		if (tier_ratelimit_ok(&g_wb[t].log, now, WB_LOG_NS, &skipped)) {
 			char path[PATH_MAX];
 			if (fs_inode_path(fs, in->ino, path, sizeof(path)))
 				snprintf(path, sizeof(path), "inode %llu",
 					 (unsigned long long)in->ino);
 			char more[64] = "";
-			if (g_wb_unlogged[t])
+			if (skipped)
 				snprintf(more, sizeof(more),
 					 "; %llu more failed since the last line",
-					 (unsigned long long)g_wb_unlogged[t]);
+					 (unsigned long long)skipped);
 			TFS_LOG("%s: block %llu: write-back to tier %s slot %llu failed: %s "
 				"(retrying in %llu ms%s)",
 				path, (unsigned long long)e->idx, tier_name(io->tier),
 				(unsigned long long)io->slot, strerror(-err),
-				(unsigned long long)(g_wb_backoff[t] / 1000000ULL), more);
-			g_wb_logged_at[t] = now;
-			g_wb_unlogged[t] = 0;
-		} else {
-			g_wb_unlogged[t]++;
+				(unsigned long long)(g_wb[t].backoff / 1000000ULL), more);
 		}
 	} else {
-		if (g_wb_retry_at[t]) {
+		if (g_wb[t].retry_at) {
 			TFS_LOG("tier %s: write-back works again, after %llu failed write-backs",
-				tier_name(io->tier), (unsigned long long)g_wb_failed[t]);
+				tier_name(io->tier), (unsigned long long)g_wb[t].failed);
 			g_wb_nheld--;
-			g_wb_retry_at[t] = g_wb_backoff[t] = 0;
-			g_wb_logged_at[t] = g_wb_unlogged[t] = 0;
+			g_wb[t].retry_at = g_wb[t].backoff = 0;
+			g_wb[t].log = (struct tier_ratelimit){0};
 		}
-		g_wb_failed[t] = 0;
+		g_wb[t].failed = 0;
 		atomic_fetch_add(&fs->stats.flushes, 1);
 		atomic_fetch_add(&fs->stats.flush_bytes, fs->bs);
 		if (!f->move)
@@ -1672,9 +1663,9 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	/* The flusher's write-back to a tier backing off is its probe: the
 	 * tier's other blocks wait for its result (wb_tier_held). */
 	f->probe = -1;
-	if (prio != TIER_PRIO_DEMAND && b->tier != TIER_NONE && g_wb_retry_at[b->tier]) {
+	if (prio != TIER_PRIO_DEMAND && b->tier != TIER_NONE && g_wb[b->tier].retry_at) {
 		f->probe = b->tier;
-		g_wb_probing[b->tier] = true;
+		g_wb[b->tier].probing = true;
 	}
 	e->flushing = true;
 	e->dirty = false;

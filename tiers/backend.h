@@ -61,10 +61,7 @@ struct tier {
 	pthread_mutex_t idle_lock;
 	pthread_cond_t idle_cond;
 
-	/* tier_log_io_error's rate limit (atomic): when it last printed, and
-	 * the errors it left out since. */
-	uint64_t err_logged_ns;
-	uint64_t err_unlogged;
+	struct tier_ratelimit err_log; /* tier_log_io_error's */
 };
 
 /* Report an I/O's result (0 or -errno): verifies read checksums, fills
@@ -78,8 +75,6 @@ void tier_log(const struct tier *t, const char *fmt, ...) __attribute__((format(
  * that fails every I/O would otherwise print a line per block, thousands
  * a second. The next line printed says how many were left out. */
 void tier_log_io_error(struct tier *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-uint64_t tier_now_ns(void);
 
 /* Block buffers: anonymous memory aligned to a huge page and advised as
  * huge-page backed (plain pages where THP is off). The RAM tier's slots and

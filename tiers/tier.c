@@ -69,18 +69,26 @@ void tier_log(const struct tier *t, const char *fmt, ...)
 
 #define TIER_ERR_LOG_NS 1000000000ULL
 
+bool tier_ratelimit_ok(struct tier_ratelimit *rl, uint64_t now, uint64_t period_ns,
+		       uint64_t *skipped)
+{
+	uint64_t last = __atomic_load_n(&rl->last_ns, __ATOMIC_RELAXED);
+	/* One thread wins the period's report; the others count themselves. */
+	if ((last && now - last < period_ns) ||
+	    !__atomic_compare_exchange_n(&rl->last_ns, &last, now, false, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED)) {
+		__atomic_add_fetch(&rl->skipped, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	*skipped = __atomic_exchange_n(&rl->skipped, 0, __ATOMIC_RELAXED);
+	return true;
+}
+
 void tier_log_io_error(struct tier *t, const char *fmt, ...)
 {
-	uint64_t now = tier_now_ns();
-	uint64_t last = __atomic_load_n(&t->err_logged_ns, __ATOMIC_RELAXED);
-	/* One thread wins the period's line; the others count themselves. */
-	if ((last && now - last < TIER_ERR_LOG_NS) ||
-	    !__atomic_compare_exchange_n(&t->err_logged_ns, &last, now, false, __ATOMIC_RELAXED,
-					 __ATOMIC_RELAXED)) {
-		__atomic_add_fetch(&t->err_unlogged, 1, __ATOMIC_RELAXED);
+	uint64_t left;
+	if (!tier_ratelimit_ok(&t->err_log, tier_now_ns(), TIER_ERR_LOG_NS, &left))
 		return;
-	}
-	uint64_t left = __atomic_exchange_n(&t->err_unlogged, 0, __ATOMIC_RELAXED);
 	char msg[512];
 	va_list ap;
 	va_start(ap, fmt);

@@ -142,4 +142,19 @@ int tier_posix_held(const char *dir, uint64_t *bytes);
 /* The checksum the codec uses, for callers that need to compute one. */
 uint64_t tier_checksum(const void *buf, size_t len);
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t tier_now_ns(void);
+
+/* At most one report per period of something that may happen thousands of
+ * times a second (a disk failing every I/O): zero-initialised; lock-free. */
+struct tier_ratelimit {
+	uint64_t last_ns; /* when the last report went out, 0 never */
+	uint64_t skipped; /* events held back since */
+};
+/* Whether an event at NOW is reported: the first of each PERIOD_NS. If it
+ * is, *SKIPPED gets the events held back since the last one reported; if
+ * not, it is counted among them. */
+bool tier_ratelimit_ok(struct tier_ratelimit *rl, uint64_t now, uint64_t period_ns,
+		       uint64_t *skipped);
+
 #endif
