@@ -111,3 +111,33 @@ mount_shimmed() {
 	check "the $1 shim is built ($shim)" test -f "$shim"
 	ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0" LD_PRELOAD="$shim" mount_fs "$2"
 }
+
+# wait_for CMD...: up to 20 s for CMD to succeed.
+wait_for() {
+	local i
+	for i in $(seq 400); do "$@" && return 0; sleep 0.05; done
+	return 1
+}
+
+# stat_field LINE KEY: KEY's value on the line of MNT/.tierfs/stats that
+# starts with LINE ("cache", "tier nvme0", ...).
+stat_field() { grep "^$1 " "$MNT/.tierfs/stats" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+
+# nothing_dirty: the cache holds no dirty block.
+nothing_dirty() { grep -q '^cache .* dirty=0 ' "$MNT/.tierfs/stats"; }
+
+# write_fsync_py: $T/fsync.py FILE [MARK] opens FILE, creates MARK (once
+# FILE is open), fsyncs, and prints ok or the errno's name.
+write_fsync_py() {
+	cat >"$T/fsync.py" <<'PYEOF'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+if len(sys.argv) > 2:
+    open(sys.argv[2], "w").close()
+try:
+    os.fsync(fd)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+PYEOF
+}

@@ -11,17 +11,16 @@
 require_tierfs
 require_cmd dd cmp
 
-stat_of() { grep "^$1 " "$MNT/.tierfs/stats" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
 default_conf >"$T/c.conf"
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 head -c $((8 << 20)) /dev/urandom >"$T/small"
 check "write 8 MiB into 256 MiB of RAM" dd if="$T/small" of="$MNT/small" bs=1M status=none
 grep '^cache' "$MNT/.tierfs/stats" | sed 's/^/# /'
-check "no request waited for RAM (reclaim_waits=$(stat_of cache reclaim_waits))" \
-	test "$(stat_of cache reclaim_waits)" = 0
-check "and no wait time (reclaim_wait_ms=$(stat_of cache reclaim_wait_ms))" \
-	test "$(stat_of cache reclaim_wait_ms)" = 0
+check "no request waited for RAM (reclaim_waits=$(stat_field cache reclaim_waits))" \
+	test "$(stat_field cache reclaim_waits)" = 0
+check "and no wait time (reclaim_wait_ms=$(stat_field cache reclaim_wait_ms))" \
+	test "$(stat_field cache reclaim_wait_ms)" = 0
 check "unmount" umount_fs
 
 rm -rf "$T/meta" "$T/nvme0"
@@ -33,10 +32,10 @@ head -c $((64 << 20)) /dev/urandom >"$T/big"
 check "write 64 MiB through 24 MiB of RAM onto a tier capped at 32 MB/s" \
 	dd if="$T/big" of="$MNT/big" bs=1M status=none
 grep '^cache' "$MNT/.tierfs/stats" | sed 's/^/# /'
-check "requests waited for RAM (reclaim_waits=$(stat_of cache reclaim_waits))" \
-	test "$(stat_of cache reclaim_waits)" -gt 0
-check "and the time shows (reclaim_wait_ms=$(stat_of cache reclaim_wait_ms))" \
-	test "$(stat_of cache reclaim_wait_ms)" -gt 0
+check "requests waited for RAM (reclaim_waits=$(stat_field cache reclaim_waits))" \
+	test "$(stat_field cache reclaim_waits)" -gt 0
+check "and the time shows (reclaim_wait_ms=$(stat_field cache reclaim_wait_ms))" \
+	test "$(stat_field cache reclaim_wait_ms)" -gt 0
 check "the file reads back whole" cmp "$T/big" "$MNT/big"
 check "unmount" umount_fs
 tap_exit

@@ -25,12 +25,11 @@ mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 check "replay: 3 steps of 256 MiB of state through 128 MiB of RAM" \
 	"$REPLAY" --dir "$MNT" --state-size 256M --steps 3 --verify
 grep -E '^(cache|order)' "$MNT/.tierfs/stats" | sed 's/^/# /'
-stat_of() { grep "^$1 " "$MNT/.tierfs/stats" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-blocks=$(stat_of cache blocks)
-scans=$(stat_of cache victim_scans)
-visits=$(stat_of cache victim_visits)
+blocks=$(stat_field cache blocks)
+scans=$(stat_field cache victim_scans)
+visits=$(stat_field cache victim_visits)
 check "the order was learned (the searches ran with a learned order)" \
-	test "$(stat_of order learns)" -ge 1
+	test "$(stat_field order learns)" -ge 1
 check "victim searches ran (${scans:-none})" test "${scans:-0}" -gt 1000
 check "a search visits fewer than half the cache's $blocks blocks (visits per search: $((${visits:-0} / (${scans:-0} + 1))))" \
 	test "$((${visits:-0} / (${scans:-0} + 1)))" -lt "$((${blocks:-0} / 2))"

@@ -14,24 +14,7 @@ require_tierfs
 require_cmd "$PY"
 require_cmd timeout
 
-# fsync.py FILE MARK: open FILE, create MARK, fsync; prints ok or the errno.
-cat >"$T/fsync.py" <<'PYEOF'
-import errno, os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY)
-open(sys.argv[2], "w").close()
-try:
-    os.fsync(fd)
-    print("ok")
-except OSError as e:
-    print(errno.errorcode.get(e.errno, e.errno))
-PYEOF
-clean() { grep -q '^cache .* dirty=0 ' "$MNT/.tierfs/stats"; }
-# wait_for CMD...: up to 20 s for CMD to succeed.
-wait_for() {
-	local i
-	for i in $(seq 400); do "$@" && return 0; sleep 0.05; done
-	return 1
-}
+write_fsync_py
 # in_fsync PID: PID waits for the daemon's answer to a FUSE request.
 in_fsync() { grep -q request_wait_answer "/proc/$1/stack" 2>/dev/null || grep -q request_wait_answer "/proc/$1/wchan" 2>/dev/null; }
 want_file() { # FILE BYTE
@@ -44,7 +27,7 @@ mount_shimmed iofail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 
 touch "$IOFAIL_HOLD"
 "$PY" -c 'import sys; open(sys.argv[1], "wb").write(b"\x01" * (1 << 20))' "$MNT/f"
-check "the flusher takes the dirty block (its write-back held)" wait_for clean
+check "the flusher takes the dirty block (its write-back held)" wait_for nothing_dirty
 "$PY" "$T/fsync.py" "$MNT/f" "$T/opened" >"$T/said" &
 pid=$!
 fsync_sent() { test -e "$T/opened" && in_fsync $pid; }
@@ -60,7 +43,7 @@ rm -f "$IOFAIL_EIO"
 said=$("$PY" "$T/fsync.py" "$MNT/f" "$T/opened2")
 echo "# fsync said: $said"
 check "fsync once the disk works again: 0" test "$said" = ok
-check "nothing left dirty" clean
+check "nothing left dirty" nothing_dirty
 check "unmount clean" umount_fs
 unset IOFAIL_HOLD IOFAIL_EIO
 check "remount" mount_fs "$T/c.conf"

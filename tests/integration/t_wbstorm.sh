@@ -17,14 +17,6 @@ require_tierfs
 require_cmd "$PY"
 require_cmd timeout cmp
 
-stat_of() { grep "^$1 " "$MNT/.tierfs/stats" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-# wait_for CMD...: up to 20 s for CMD to succeed.
-wait_for() {
-	local i
-	for i in $(seq 400); do "$@" && return 0; sleep 0.05; done
-	return 1
-}
-clean() { grep -q '^cache .* dirty=0 ' "$MNT/.tierfs/stats"; }
 fails() { grep -c "nvme0.*failed: Input/output error" "$T/daemon.log"; }
 
 default_conf | sed 's/^block_size = 1M/block_size = 64K\nthreads = 2/
@@ -37,12 +29,12 @@ mount_shimmed iofail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 touch "$IOFAIL_EIO"
 "$PY" -c 'import shutil, sys; shutil.copyfile(sys.argv[1], sys.argv[2])' "$T/data" "$MNT/f" &
 pid=$!
-waiting() { test "$(stat_of cache reclaim_waits)" -gt 0; }
+waiting() { test "$(stat_field cache reclaim_waits)" -gt 0; }
 check "the writer waits for RAM" wait_for waiting
-e0=$(stat_of 'tier nvme0' errors)
+e0=$(stat_field 'tier nvme0' errors)
 l0=$(fails)
 sleep 2
-e1=$(stat_of 'tier nvme0' errors)
+e1=$(stat_field 'tier nvme0' errors)
 l1=$(fails)
 n=$((e1 - e0))
 echo "# failed writes in 2 s: $n; log lines: $((l1 - l0))"
@@ -54,7 +46,7 @@ rm -f "$IOFAIL_EIO"
 check "once the disk works, the writer finishes" wait $pid
 check "the file reads back right" cmp "$T/data" "$MNT/f"
 check "fsync: 0" "$PY" -c 'import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY); os.fsync(fd)' "$MNT/f"
-check "everything written back" wait_for clean
+check "everything written back" wait_for nothing_dirty
 
 # write.py SRC DST: copy SRC to DST in 64 KiB writes; prints ok, or the
 # errno and the bytes written before it.
@@ -70,16 +62,7 @@ try:
 except OSError as e:
     print(errno.errorcode.get(e.errno, e.errno), off)
 PYEOF
-# fsync.py FILE: prints ok or the errno of an fsync of FILE.
-cat >"$T/fsync.py" <<'PYEOF'
-import errno, os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY)
-try:
-    os.fsync(fd)
-    print("ok")
-except OSError as e:
-    print(errno.errorcode.get(e.errno, e.errno))
-PYEOF
+write_fsync_py
 # A request FUSE has sent cannot be killed: the writer runs in the
 # background, and the disk works again if it has not answered in 20 s.
 touch "$IOFAIL_EIO"
@@ -109,7 +92,7 @@ case "$n" in
 esac
 said=$("$PY" "$T/fsync.py" "$MNT/g")
 check "fsync once the disk works again: 0 ($said)" test "$said" = ok
-check "everything written back (2)" wait_for clean
+check "everything written back (2)" wait_for nothing_dirty
 check "unmount clean" umount_fs
 unset IOFAIL_EIO
 check "remount" mount_fs "$T/c.conf"

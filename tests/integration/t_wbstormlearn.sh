@@ -13,13 +13,6 @@
 require_tierfs
 require_cmd "$PY"
 
-stat_of() { grep "^$1 " "$MNT/.tierfs/stats" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-# wait_for CMD...: up to 20 s for CMD to succeed.
-wait_for() {
-	local i
-	for i in $(seq 400); do "$@" && return 0; sleep 0.05; done
-	return 1
-}
 
 default_conf | sed 's/^block_size = 1M/block_size = 64K\nthreads = 2/
 	s/^capacity = 256M/capacity = 3M/; s/^capacity = 2G/capacity = 64M/' >"$T/c.conf"
@@ -53,14 +46,14 @@ print(r, errs)
 PYEOF
 "$PY" "$T/step.py" "$MNT" "$T/stop" >"$T/step.out" &
 pid=$!
-learned() { test "$(stat_of order learned)" = yes; }
+learned() { test "$(stat_field order learned)" = yes; }
 check "the order is learned" wait_for learned
 touch "$IOFAIL_EIO"
 waiting() { grep -q '^cache .* dirty=48 ' "$MNT/.tierfs/stats"; }
 check "every RAM block dirty: the writer waits for write-back" wait_for waiting
-e0=$(stat_of 'tier nvme0' errors)
+e0=$(stat_field 'tier nvme0' errors)
 sleep 2
-e1=$(stat_of 'tier nvme0' errors)
+e1=$(stat_field 'tier nvme0' errors)
 n=$((e1 - e0))
 grep -E '^(cache|order)' "$MNT/.tierfs/stats" | sed 's/^/# /'
 check "failed writes in 2 s bounded ($n, at most 300)" test "$n" -le 300
