@@ -1,0 +1,235 @@
+/*
+ * policy/keepplan.c — the keep plan (see keepplan.h for why).
+ *
+ * Building: one pass over the cycle gathers, per disk key, the positions of
+ * its accesses (open-addressing hash). A key's worth is the disk I/Os that
+ * keeping it saves per cycle: each read, and each write that a read
+ * follows (a write that another write follows needs no write-back of its
+ * own). Keys never read are left out: keeping them saves no read, and their
+ * data must reach the disk anyway. Candidates are ranked by worth, then by
+ * the position of their first read; the budget takes whole classes of
+ * worth from the top, and the class it runs out in evenly, every
+ * count/left-th key along the cycle (Bresenham's rule, so the kept keys
+ * are spaced within one of each other, with no randomness to clump them).
+ *
+ * Lookup: a second, compact hash key -> verdict; the build's records are
+ * freed before keepplan_build returns.
+ */
+#include "policy/keepplan.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct krec {
+	uint64_t key;
+	uint32_t nocc;
+	uint32_t first_read; /* position of its first read in the cycle */
+	uint32_t worth;	     /* disk I/Os per cycle kept off the disk if kept */
+	uint32_t wmask;	     /* bit j: occurrence j wrote */
+	bool nondisk;
+	bool over; /* accessed more than KEEPPLAN_MAX_OCCUR times */
+	bool keep;
+	uint32_t pos[KEEPPLAN_MAX_OCCUR];
+};
+
+struct kslot {
+	uint64_t key;
+	uint8_t verdict; /* 0: empty slot */
+};
+
+struct keepplan {
+	struct kslot *tab;
+	size_t mask;
+	struct keepplan_stats st;
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+static size_t pow2_at_least(size_t n)
+{
+	size_t s = 16;
+	while (s < n)
+		s <<= 1;
+	return s;
+}
+
+/* Each key's accesses: REC[0..*NREC), RTAB its hash (record index + 1). */
+static void gather(const uint64_t *keys, const uint8_t *writes, size_t n,
+		   bool (*disk)(uint64_t, void *), void *arg, struct krec *rec, size_t *nrec,
+		   uint32_t *rtab, size_t rmask)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t h = mix(keys[i]) & rmask;
+		while (rtab[h] && rec[rtab[h] - 1].key != keys[i])
+			h = (h + 1) & rmask;
+		struct krec *k;
+		if (rtab[h]) {
+			k = &rec[rtab[h] - 1];
+		} else {
+			k = &rec[(*nrec)++];
+			memset(k, 0, sizeof(*k));
+			k->key = keys[i];
+			k->nondisk = disk && !disk(keys[i], arg);
+			rtab[h] = (uint32_t)*nrec;
+		}
+		if (k->nondisk || k->over)
+			continue;
+		if (k->nocc == KEEPPLAN_MAX_OCCUR) {
+			k->over = true;
+			continue;
+		}
+		if (writes[i])
+			k->wmask |= 1u << k->nocc;
+		k->pos[k->nocc++] = (uint32_t)i;
+	}
+}
+
+/* A key's worth (0: not a candidate) and its first read. */
+static void assess(struct krec *k)
+{
+	k->worth = 0;
+	if (k->nondisk || k->over)
+		return;
+	for (uint32_t j = 0; j < k->nocc; j++) {
+		if (!(k->wmask >> j & 1)) {
+			if (!k->worth)
+				k->first_read = k->pos[j];
+			k->worth++;
+		}
+	}
+	if (!k->worth)
+		return; /* never read */
+	for (uint32_t j = 0; j < k->nocc; j++) {
+		uint32_t nx = (j + 1) % k->nocc;
+		if ((k->wmask >> j & 1) && !(k->wmask >> nx & 1))
+			k->worth++; /* a write-back the next read makes needed */
+	}
+}
+
+static int by_worth_then_read(const void *a, const void *b)
+{
+	const struct krec *x = *(struct krec *const *)a, *y = *(struct krec *const *)b;
+	if (x->worth != y->worth)
+		return x->worth > y->worth ? -1 : 1;
+	return x->first_read < y->first_read ? -1 : x->first_read > y->first_read;
+}
+
+/* Mark the kept candidates among CAND[0..NC), ranked: whole classes of worth
+ * while they fit, then every count/left-th of the class that does not. */
+static void choose(struct krec **cand, size_t nc, size_t budget)
+{
+	size_t left = budget;
+	for (size_t c = 0; c < nc && left;) {
+		size_t e = c;
+		while (e < nc && cand[e]->worth == cand[c]->worth)
+			e++;
+		size_t count = e - c;
+		for (size_t i = 0; i < count; i++)
+			cand[c + i]->keep =
+			    count <= left || ((i + 1) * left) / count > (i * left) / count;
+		left = count <= left ? left - count : 0;
+		c = e;
+	}
+}
+
+static int emit(struct krec **cand, size_t nc, struct keepplan *kp)
+{
+	kp->mask = pow2_at_least(2 * nc) - 1;
+	kp->tab = calloc(kp->mask + 1, sizeof(*kp->tab));
+	if (!kp->tab)
+		return -ENOMEM;
+	for (size_t c = 0; c < nc; c++) {
+		const struct krec *k = cand[c];
+		size_t i = mix(k->key) & kp->mask;
+		while (kp->tab[i].verdict)
+			i = (i + 1) & kp->mask;
+		kp->tab[i].key = k->key;
+		kp->tab[i].verdict = k->keep ? KEEPPLAN_KEEP : KEEPPLAN_DROP;
+		kp->st.ios += k->worth;
+		if (k->keep) {
+			kp->st.kept++;
+			kp->st.saved += k->worth;
+		}
+	}
+	kp->st.candidates = nc;
+	return 0;
+}
+
+int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n,
+		   bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget,
+		   struct keepplan **out)
+{
+	*out = NULL;
+	if (!n || n > UINT32_MAX / 2)
+		return -EINVAL;
+	size_t rmask = pow2_at_least(2 * n) - 1, nrec = 0, nc = 0;
+	struct krec *rec = malloc(n * sizeof(*rec));
+	uint32_t *rtab = calloc(rmask + 1, sizeof(*rtab));
+	struct krec **cand = NULL;
+	struct keepplan *kp = calloc(1, sizeof(*kp));
+	int err = -ENOMEM;
+	if (!rec || !rtab || !kp)
+		goto out;
+	gather(keys, writes, n, disk, arg, rec, &nrec, rtab, rmask);
+	free(rtab);
+	rtab = NULL;
+	cand = malloc(nrec * sizeof(*cand) + 1);
+	if (!cand)
+		goto out;
+	for (size_t r = 0; r < nrec; r++) {
+		assess(&rec[r]);
+		if (rec[r].worth)
+			cand[nc++] = &rec[r];
+	}
+	qsort(cand, nc, sizeof(*cand), by_worth_then_read);
+	choose(cand, nc, budget);
+	err = emit(cand, nc, kp);
+out:
+	free(rec);
+	free(rtab);
+	free(cand);
+	if (err) {
+		keepplan_free(kp);
+		return err;
+	}
+	*out = kp;
+	return 0;
+}
+
+void keepplan_free(struct keepplan *kp)
+{
+	if (!kp)
+		return;
+	free(kp->tab);
+	free(kp);
+}
+
+enum keepplan_verdict keepplan_lookup(const struct keepplan *kp, uint64_t key)
+{
+	if (!kp)
+		return KEEPPLAN_NONE;
+	for (size_t i = mix(key) & kp->mask;; i = (i + 1) & kp->mask) {
+		if (!kp->tab[i].verdict)
+			return KEEPPLAN_NONE;
+		if (kp->tab[i].key == key)
+			return (enum keepplan_verdict)kp->tab[i].verdict;
+	}
+}
+
+void keepplan_get_stats(const struct keepplan *kp, struct keepplan_stats *out)
+{
+	if (!kp) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
+	*out = kp->st;
+}
