@@ -1384,6 +1384,26 @@ uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes)
 	return total;
 }
 
+uint64_t fs_cached(struct fs *fs, struct inode *in, uint64_t *dirty)
+{
+	uint64_t cached = 0;
+	*dirty = 0;
+	fs_for_each_blk (in, i, 0) {
+		if (i * fs->bs >= in->attr.size)
+			break;
+		const struct centry *e = fs_blk(in, i)->ce;
+		if (!e || e->state != CE_VALID)
+			continue;
+		uint64_t n = in->attr.size - i * fs->bs;
+		if (n > fs->bs)
+			n = fs->bs;
+		cached += n;
+		if (e->dirty)
+			*dirty += n;
+	}
+	return cached;
+}
+
 /* Hand IO to tier T with fs->lock dropped (a callback may run inline and
  * takes the lock). A rejected I/O completes through its own done callback
  * with the error, so callers have one completion path. Lock held on entry

@@ -312,6 +312,9 @@ void cache_restamp(struct fs *fs);
 int flusher_start(struct fs *fs);
 void flusher_stop(struct fs *fs);
 uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes /* [ntiers] */);
+/* Bytes of IN in RAM now (its map loaded), and in *DIRTY those of them not
+ * written back. Lock held. */
+uint64_t fs_cached(struct fs *fs, struct inode *in, uint64_t *dirty);
 int fs_block_tier(struct fs *fs, const struct blk *b);
 
 /* engine.c — learned order, eviction predictions, prefetch */

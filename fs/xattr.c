@@ -4,6 +4,9 @@
  *
  *   user.tierfs.placement  (files)  "ram=8388608 nvme0=33554432"
  *   user.tierfs.blocks     (files)  "nvme0:0-3,8 pfs:4-7"
+ *   user.tierfs.cached     (files)  "ram=4194304 dirty=1048576": bytes in RAM
+ *                                   now (cached, or at home there), and of
+ *                                   those not on a disk tier yet
  *   user.tierfs.pin        (files)  get: the pinned tier; set TIER: move every
  *                                   block there and keep new ones there;
  *                                   set "": unpin
@@ -25,6 +28,7 @@
 
 #define X_PLACEMENT "user.tierfs.placement"
 #define X_BLOCKS    "user.tierfs.blocks"
+#define X_CACHED    "user.tierfs.cached"
 #define X_PIN	    "user.tierfs.pin"
 #define X_TIERS	    "user.tierfs.tiers"
 
@@ -127,6 +131,10 @@ static int tierfs_attr(struct fs *fs, uint64_t ino, const char *name, struct str
 			}
 	} else if (!rc && !strcmp(name, X_BLOCKS)) {
 		fmt_blocks(fs, in, s);
+	} else if (!rc && !strcmp(name, X_CACHED)) {
+		uint64_t dirty, cached = fs_cached(fs, in, &dirty);
+		strbuf_printf(s, "ram=%llu dirty=%llu", (unsigned long long)cached,
+			      (unsigned long long)dirty);
 	} else if (!rc && !strcmp(name, X_PIN)) {
 		int t =
 		    in->attr.pin_tier >= 0 ? fs_tier_of_id(fs, (uint16_t)in->attr.pin_tier) : -1;
@@ -318,8 +326,8 @@ void xattr_list(fuse_req_t req, uint64_t ino, size_t size)
 		int32_t pin = in ? in->attr.pin_tier : a.pin_tier;
 		bool pinned = pin >= 0 && fs_tier_of_id(fs, (uint16_t)pin) >= 0;
 		pthread_mutex_unlock(&fs->lock);
-		const char *names[] = {X_PLACEMENT, X_BLOCKS, X_PIN};
-		for (size_t i = 0; i < (pinned ? 3u : 2u); i++) {
+		const char *names[] = {X_PLACEMENT, X_BLOCKS, X_CACHED, X_PIN};
+		for (size_t i = 0; i < (pinned ? 4u : 3u); i++) {
 			strbuf_printf(&s, "%s", names[i]);
 			strbuf_nul(&s);
 		}
