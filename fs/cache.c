@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "fs/fs.h"
+#include "policy/keepplan.h"
 
 /* Pending block-map updates, committed to LMDB by cache_commit. */
 struct pend {
@@ -325,17 +326,38 @@ static uint64_t next_read_of(const struct centry *e, uint64_t stale)
 	return e->next_read;
 }
 
+/* How far a block the keep plan leaves out ranks behind the ones it keeps,
+ * in learner clock units: beyond any cycle, short of "unknown". */
+#define PLAN_BEHIND (1ULL << 40)
+
 /* When keeping E in RAM stops paying by itself, for write-back: a clean
  * block pays until its next read (a dead one never), a dirty block until its
  * next access of any kind, since an overwrite makes its write-back moot. A
  * dirty block read, then overwritten within a sub-group, is thus kept, not
- * written back for nothing in between. STALE as for next_read_of. */
+ * written back for nothing in between. STALE as for next_read_of.
+ *
+ * A block written since its last read, whose next access reads it, stays
+ * in RAM until then only if the keep plan (policy/keepplan.h) keeps it: the
+ * others rank behind every kept one, so they are written back first and
+ * the horizon keeps the plan's blocks. By next use alone, which blocks
+ * stayed was an accident of when RAM came free (neighbouring sub-groups),
+ * and a pipelined update saved no time with them. */
 static uint64_t keep_until(const struct centry *e, uint64_t stale)
 {
 	uint64_t t = e->dirty ? e->next_use : e->next_read;
 	if (t != UINT64_MAX && t < stale)
 		return UINT64_MAX - 1;
+	if (e->plan == KEEPPLAN_DROP && (e->dirty || e->written_back) &&
+	    e->next_use == e->next_read && t < UINT64_MAX - 1)
+		t += PLAN_BEHIND;
 	return t;
+}
+
+/* Stamp E, block IDX of inode INO, with the learned order's predictions. */
+static void stamp(struct fs *fs, struct centry *e, uint64_t ino, uint64_t idx)
+{
+	e->next_read = engine_next_read(fs, ino, idx, &e->next_use);
+	e->plan = engine_plan(fs, ino, idx);
 }
 
 /* Among the newest VICTIM_SCAN entries of the state-S list of each class
@@ -571,8 +593,7 @@ void cache_restamp(struct fs *fs)
 		for (int st = 0; st < LRU_NSTATES; st++)
 			for (struct centry *e = fs->lru_head[l][st]; e; e = e->next)
 				if (e->inode)
-					e->next_read = engine_next_read(fs, e->inode->ino, e->idx,
-									&e->next_use);
+					stamp(fs, e, e->inode->ino, e->idx);
 	fs->wb_horizon_ok = false;
 	fs->learn_clock = fs->clock;
 }
@@ -617,6 +638,25 @@ unsigned fs_persistent_queue(const struct fs *fs)
 	return max;
 }
 
+/* The blocks keep_horizon keeps at most (see there). */
+static uint64_t cache_keep_budget(struct fs *fs)
+{
+	uint64_t room = fs->cache_slots > fs->npinned ? fs->cache_slots - fs->npinned : 0;
+	uint64_t margin = fs_persistent_queue(fs) + fs->conf.threads;
+	return room > margin ? room - margin : 0;
+}
+
+/* FUSE requests carry at most 1 MiB (libfuse's max_write and max_read). */
+#define REQUEST_MAX (1u << 20)
+
+uint64_t cache_plan_budget(struct fs *fs)
+{
+	uint64_t budget = cache_keep_budget(fs);
+	uint64_t per_req = (REQUEST_MAX + fs->bs - 1) / fs->bs;
+	uint64_t reserve = (uint64_t)fs->conf.threads * (per_req - 1) + fs->prefetch_max;
+	return budget > reserve ? budget - reserve : 0;
+}
+
 /* With a learned order, background write-back does what Belady does with
  * the RAM the rules leave: the blocks read soonest stay until they are read,
  * and only the others are on their way out. Writing one of those back early
@@ -634,11 +674,10 @@ unsigned fs_persistent_queue(const struct fs *fs)
  * disk capped at 400 MB/s); with 4 ranks there it is a wash. Lock held. */
 static uint64_t keep_horizon(struct fs *fs)
 {
-	uint64_t room = fs->cache_slots > fs->npinned ? fs->cache_slots - fs->npinned : 0;
-	uint64_t margin = fs_persistent_queue(fs) + fs->conf.threads;
-	if (room <= margin)
+	uint64_t budget = cache_keep_budget(fs);
+	if (!budget)
 		return 0;
-	size_t keep = (size_t)(room - margin), n = 0;
+	size_t keep = (size_t)budget, n = 0;
 	uint64_t stale = engine_stale_before(fs);
 	for (int st = 0; st < LRU_NSTATES; st++)
 		for (struct centry *e = fs->lru_head[0][st]; e; e = e->next)
@@ -1103,7 +1142,7 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 			goto out;
 		}
 		if (ents[i])
-			ents[i]->next_read = engine_next_read(fs, in->ino, idx, &ents[i]->next_use);
+			stamp(fs, ents[i], in->ino, idx);
 		iov[i].iov_base = (char *)(ents[i] ? ents[i]->buf : fs->zero) + boff;
 		iov[i].iov_len = blen;
 		got += blen;
@@ -1178,7 +1217,7 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 		rc = entry_get(fs, in, idx, mode, &e);
 		if (rc)
 			break;
-		e->next_read = engine_next_read(fs, in->ino, idx, &e->next_use);
+		stamp(fs, e, in->ino, idx);
 		/* A block being written back must not change under the write:
 		 * its checksum is computed over what goes out. */
 		while (e->flushing)
@@ -1505,6 +1544,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	if (e->pinned)
 		fs->npinned++;
 	e->next_read = e->next_use = need_at;
+	e->plan = engine_plan(fs, in->ino, idx);
 	e->stamp = ++fs->clock;
 	b->ce = e;
 	in->nce++;

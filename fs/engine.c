@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "fs/fs.h"
+#include "policy/keepplan.h"
 #include "policy/order.h"
 
 #define KEY_IDX_BITS 24
@@ -28,6 +29,40 @@
 static uint64_t key_of(uint64_t ino, uint64_t idx)
 {
 	return ino << KEY_IDX_BITS | (idx & ((1u << KEY_IDX_BITS) - 1));
+}
+
+/* Whether KEY's block goes to a disk tier: not one whose home is RAM (a
+ * rule's gradients) nor one never written back (persistent = no). An inode
+ * not in the table counts as on disk. */
+static bool disk_key(uint64_t key, void *arg)
+{
+	struct fs *fs = arg;
+	struct inode *in = fs_inode_find(fs, key >> KEY_IDX_BITS);
+	return !in || (in->home != fs->ram && !(in->attr.flags & META_F_VOLATILE));
+}
+
+/* The keep plan of the cycle just learned, over the RAM the cache may keep
+ * beside its pinned blocks and the I/O in flight (cache_plan_budget). Without one (no memory)
+ * the cache keeps by next use alone. Lock held. */
+static void plan_build(struct fs *fs)
+{
+	keepplan_free(fs->plan);
+	fs->plan = NULL;
+	const uint64_t *keys;
+	const uint8_t *writes;
+	size_t n = order_cycle(fs->order, &keys, &writes);
+	if (!n)
+		return;
+	int rc = keepplan_build(keys, writes, n, disk_key, fs, cache_plan_budget(fs), &fs->plan);
+	if (rc) {
+		TFS_LOG("keep plan: %s: blocks stay in RAM by next use alone", strerror(-rc));
+		return;
+	}
+	struct keepplan_stats st;
+	keepplan_get_stats(fs->plan, &st);
+	TFS_LOG("keep plan: %zu of %zu disk blocks stay in RAM across the step, spread along it "
+		"(%llu of %llu disk I/Os per step saved)",
+		st.kept, st.candidates, (unsigned long long)st.saved, (unsigned long long)st.ios);
 }
 
 void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
@@ -46,13 +81,23 @@ void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
 				was ? "part of the access order changed, relearned"
 				    : "learned the access order",
 				order_cycle_len(fs->order));
+			plan_build(fs);
 			cache_restamp(fs);
 		} else {
 			TFS_LOG("the access order changed: back to LRU until it is relearned");
+			keepplan_free(fs->plan);
+			fs->plan = NULL;
 		}
 	}
 	if (learned && fs->prefetcher_running)
 		pthread_cond_signal(&fs->prefetch_cond);
+}
+
+uint8_t engine_plan(struct fs *fs, uint64_t ino, uint64_t idx)
+{
+	if (!fs->learned || idx >> KEY_IDX_BITS)
+		return KEEPPLAN_NONE;
+	return (uint8_t)keepplan_lookup(fs->plan, key_of(ino, idx));
 }
 
 uint64_t engine_now(struct fs *fs)
@@ -240,10 +285,13 @@ void engine_stop(struct fs *fs)
 	 * under it (engine_now, engine_stale_before) until flusher_stop. */
 	pthread_mutex_lock(&fs->lock);
 	struct order *o = fs->order;
+	struct keepplan *kp = fs->plan;
 	fs->order = NULL;
+	fs->plan = NULL;
 	pthread_mutex_unlock(&fs->lock);
 	if (o)
 		order_destroy(o);
+	keepplan_free(kp);
 }
 
 int engine_stats_text(struct fs *fs, char *buf, size_t size)
@@ -256,6 +304,8 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	bool enabled = fs->order != NULL;
 	if (enabled)
 		order_get_stats(fs->order, &s);
+	struct keepplan_stats kps;
+	keepplan_get_stats(fs->plan, &kps);
 	unsigned long long pf = atomic_load(&fs->stats.prefetches),
 			   pf_hits = atomic_load(&fs->stats.prefetch_hits),
 			   pf_wasted = atomic_load(&fs->stats.prefetch_wasted);
@@ -266,10 +316,10 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	    buf, size,
 	    "order enabled=%s learned=%s cycle=%zu accesses=%llu "
 	    "predicted_ratio=%.4f learns=%llu relearns=%llu false_locks=%llu prefetches=%llu "
-	    "prefetch_hits=%llu prefetch_wasted=%llu\n",
+	    "prefetch_hits=%llu prefetch_wasted=%llu plan_kept=%zu plan_blocks=%zu\n",
 	    enabled ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len,
 	    (unsigned long long)s.accesses, pred, (unsigned long long)s.learns,
 	    (unsigned long long)s.relearns, (unsigned long long)s.false_locks, pf, pf_hits,
-	    pf_wasted);
+	    pf_wasted, kps.kept, kps.candidates);
 	return n < 0 || (size_t)n >= size ? -ENOSPC : n;
 }

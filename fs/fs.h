@@ -141,6 +141,7 @@ struct centry {
 	uint64_t stamp;	    /* last use, for LRU */
 	uint64_t next_read; /* predicted engine_now() of its next read, UINT64_MAX unknown */
 	uint64_t next_use;  /* same, of its next access of any kind (a read or a write) */
+	uint8_t plan;	    /* enum keepplan_verdict from the learned cycle's plan */
 	struct centry *prev, *next; /* LRU list, most recent at head */
 	uint8_t lru;		    /* which: enum lru_state, LRU_NONE on none */
 };
@@ -236,6 +237,9 @@ struct fs {
 	struct order *order;
 	bool learned;	      /* order_learned(), cached under lock */
 	uint64_t learn_count; /* order_learn_count() when last seen, under lock */
+	/* Which blocks stay in RAM across the step (policy/keepplan.h),
+	 * built when a cycle is learned; NULL without one. Under lock. */
+	struct keepplan *plan;
 	pthread_t prefetcher;
 	bool prefetcher_running;
 	pthread_cond_t prefetch_cond;
@@ -307,6 +311,15 @@ int cache_pin(struct fs *fs, struct inode *in, int tier); /* no lock held */
 /* IN's home is no longer RAM: its blocks kept there become ordinary cache
  * entries, written back to the new home. Lock held. */
 void cache_rehome(struct fs *fs, struct inode *in);
+/* What the keep plan may promise to keep in RAM: the blocks a learned
+ * order may keep beside the pinned ones and the I/O in flight
+ * (keep_horizon's budget), less what requests (a block per block size
+ * their up to 1 MiB spans) and read-ahead hold beyond that. Promised more,
+ * the cache wrote kept blocks back for waiters every step, the last
+ * written first (whole neighbouring sub-groups at 256 KiB blocks, 40 of
+ * 304 blocks on the bench with two paths), and the plan's even spread was
+ * lost. Lock held. */
+uint64_t cache_plan_budget(struct fs *fs);
 /* Re-predict every cached block from a newly learned cycle. Lock held. */
 void cache_restamp(struct fs *fs);
 int flusher_start(struct fs *fs);
@@ -325,6 +338,8 @@ void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write); /* lo
  * overwritten first) and, in *next_use, of its next access of any kind. */
 uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx,
 			  uint64_t *next_use); /* lock held */
+/* The keep plan's verdict on the block (enum keepplan_verdict). Lock held. */
+uint8_t engine_plan(struct fs *fs, uint64_t ino, uint64_t idx);
 /* The learner's clock, the unit of next_read (0 when learning is off). */
 uint64_t engine_now(struct fs *fs); /* lock held */
 /* Block accesses in one learned cycle, 0 when none is learned. Lock held. */

@@ -757,6 +757,13 @@ size_t order_cycle_len(const struct order *o)
 	return o->learned ? o->clen : 0;
 }
 
+size_t order_cycle(const struct order *o, const uint64_t **keys, const uint8_t **writes)
+{
+	*keys = o->learned ? o->cyc : NULL;
+	*writes = o->learned ? o->cycw : NULL;
+	return o->learned ? o->clen : 0;
+}
+
 uint64_t order_learn_count(const struct order *o)
 {
 	return o->st.learns;

@@ -123,6 +123,12 @@ uint64_t order_next_use(const struct order *o, uint64_t key);
  * access is a full overwrite does not need its data kept). */
 uint64_t order_next_read(const struct order *o, uint64_t key);
 
+/* The learned cycle as recorded: *keys and *writes (1 = every request of
+ * that access wrote) point at the learner's own arrays of
+ * order_cycle_len() entries, valid until the next order_access. Returns
+ * the length; 0 (and NULLs) when not learned. */
+size_t order_cycle(const struct order *o, const uint64_t **keys, const uint8_t **writes);
+
 /* Up to N keys predicted next, in order (from the current position, at
  * most one cycle). Returns how many were written; 0 when not learned. */
 size_t order_upcoming(const struct order *o, size_t n, uint64_t *keys);

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The keep plan (policy/keepplan.h) on a real mount: with the DeepSpeed
+# replay's pipelined update learned, the blocks that stay in RAM from one
+# step to the next are an even share of every sub-group, not whole
+# neighbouring sub-groups (which save the pipelined update no time: each
+# of its iterations reads one sub-group while it writes another). Seen
+# through user.tierfs.cached per state file after the steps; the replay
+# then verifies every byte.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+require_tierfs
+require_cmd getfattr
+REPLAY=$(dirname "$TIERFS_BIN")/tierfs-replay
+[ -x "$REPLAY" ] || { echo "# SKIP: $REPLAY not built"; exit 77; }
+
+mkdir -p "$T/nvme0" "$T/meta"
+# 96 MiB of state in 8 sub-groups (48 blocks of 256 KiB each) and 32 MiB
+# of gradients (128 blocks, in RAM by the rule); RAM for them and 176
+# blocks more, of which the plan gets 96 (25% of the state): the rest is
+# for requests in flight and read-ahead (cache_plan_budget).
+cat >"$T/c.conf" <<CONF
+[mount]
+metadata = $T/meta
+block_size = 256K
+flush_interval = 60
+
+[tier ram]
+type = ram
+capacity = 76M
+
+[tier nvme0]
+type = posix
+path = $T/nvme0
+capacity = 2G
+
+[policy]
+stripe = nvme0
+
+[rule gradients]
+match = *_gradient_*.tensor.swp
+tier = ram
+persistent = no
+CONF
+mount_fs "$T/c.conf" || { fail "mount"; tap_exit; exit 1; }
+check "4 pipelined steps of the replay" "$REPLAY" --dir "$MNT" --state-size 96M --steps 4
+grep -E '^(cache|order)' "$MNT/.tierfs/stats" | sed 's/^/# /'
+check "the order is learned" test "$(stat_field order learned)" = yes
+kept=$(stat_field order plan_kept)
+check "a keep plan: $kept of $(stat_field order plan_blocks) state blocks stay in RAM" \
+	test "${kept:-0}" -ge 48 -a "$(stat_field order plan_blocks)" = 384
+grep -q 'keep plan: ' "$T/daemon.log" && ok "the daemon logs the plan" || fail "no 'keep plan:' in the log"
+
+# Dirty bytes per sub-group (param, exp_avg and exp_avg_sq: 12 MiB): the
+# blocks kept from this step to the next (not written back; the mount is
+# written back only after a minute without I/O, flush_interval).
+D="$MNT/zero_stage_3/optimizer/rank0"
+shares=
+for i in 0 1 2 3 4 5 6 7; do
+	id="$((4 * i))_$((4 * i + 3))"
+	sum=0
+	for f in "$id.tensor.swp" "exp_avg-$id.tensor.swp" "exp_avg_sq-$id.tensor.swp"; do
+		v=$(getfattr --only-values -n user.tierfs.cached "$D/$f" 2>/dev/null | sed -n 's/^ram=[0-9]* dirty=\([0-9]*\)$/\1/p')
+		sum=$((sum + ${v:-0}))
+	done
+	shares="$shares $((sum * 100 / (12 << 20)))"
+done
+echo "# percent of each sub-group's state kept dirty in RAM after the last step:$shares"
+low=0
+for s in $shares; do [ "$s" -lt 15 ] && low=$((low + 1)); done
+check "every sub-group keeps its share in RAM (the plan's 25%; none under 15%:$shares)" test $low = 0
+check "getfattr -d lists user.tierfs.cached" \
+	sh -c "getfattr -d -m user.tierfs '$D/0_3.tensor.swp' | grep -q '^user.tierfs.cached=\"ram=[0-9]* dirty=[0-9]*\"'"
+check "user.tierfs.cached of a gradient file: all of it, dirty" \
+	sh -c "getfattr --only-values -n user.tierfs.cached '$D/'*_gradient_*.tensor.swp 2>/dev/null | head -c 200 | grep -q '^ram=[1-9][0-9]* dirty=[1-9]'"
+check "the replay verifies every file" "$REPLAY" --dir "$MNT" --state-size 96M --steps 1 --verify
+check "unmount clean" umount_fs
+tap_exit
