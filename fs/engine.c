@@ -51,7 +51,7 @@ static void plan_build(struct fs *fs)
 	const uint64_t *keys;
 	const uint8_t *writes;
 	size_t n = order_cycle(fs->order, &keys, &writes);
-	if (!n)
+	if (!n || !fs->conf.keep_plan)
 		return;
 	int rc = keepplan_build(keys, writes, n, disk_key, fs, cache_plan_budget(fs), &fs->plan);
 	if (rc) {

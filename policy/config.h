@@ -6,7 +6,7 @@
  *   [tier NAME]    type = ram | posix, path, capacity, persistent, weight,
  *                  direct, queue_depth, slab_size, bandwidth[_read|_write],
  *                  max_bandwidth[_read|_write]
- *   [policy]       stripe, learn, prefetch_depth, learn_max_cycle
+ *   [policy]       stripe, learn, prefetch_depth, learn_max_cycle, keep_plan
  *   [rule NAME]    match (glob on the path inside the mount), tier, persistent
  *
  * Sizes take K/M/G/T suffixes (powers of 1024); bandwidths are SIZE/s.
@@ -81,6 +81,8 @@ struct config {
 	unsigned prefetch_depth;    /* blocks ahead, default 64 */
 	uint64_t learn_max_cycle;   /* longest step learned, in block accesses;
 				       0 = the learner's default (2^18) */
+	bool keep_plan;		    /* plan which blocks stay in RAM across a learned
+				       step (policy/keepplan.h), default yes */
 
 	/* [rule NAME] in file order; the first match wins. */
 	int nrules;

@@ -74,4 +74,17 @@ check "user.tierfs.cached of a gradient file: all of it, dirty" \
 	sh -c "getfattr --only-values -n user.tierfs.cached '$D/'*_gradient_*.tensor.swp 2>/dev/null | head -c 200 | grep -q '^ram=[1-9][0-9]* dirty=[1-9]'"
 check "the replay verifies every file" "$REPLAY" --dir "$MNT" --state-size 96M --steps 1 --verify
 check "unmount clean" umount_fs
+
+# keep_plan = no: the order is learned, but no plan is made.
+sed -i 's/^\[policy\]$/[policy]\nkeep_plan = no/' "$T/c.conf"
+grep -q '^keep_plan = no$' "$T/c.conf" || fail "config edit"
+: >"$T/daemon.log"
+mount_fs "$T/c.conf" || { fail "mount (keep_plan = no)"; tap_exit; exit 1; }
+check "keep_plan = no: 4 steps, every file verified" \
+	"$REPLAY" --dir "$MNT" --state-size 96M --steps 4 --verify
+check "the order is learned" test "$(stat_field order learned)" = yes
+check "and no plan is made (plan_kept=$(stat_field order plan_kept))" \
+	test "$(stat_field order plan_kept)" = 0
+check_fails "nor logged" grep -q 'keep plan: ' "$T/daemon.log"
+check "unmount clean" umount_fs
 tap_exit

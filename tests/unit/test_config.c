@@ -132,6 +132,7 @@ static void test_all_keys(void **state)
 		      "learn = no\n"
 		      "prefetch_depth = 0\n"
 		      "learn_max_cycle = 2097152\n"
+		      "keep_plan = no\n"
 		      "[rule gradients]\n"
 		      "match = *_gradient_*.tensor.swp\n"
 		      "tier = mem\n"
@@ -193,13 +194,14 @@ static void test_all_keys(void **state)
 	assert_false(cfg.learn);
 	assert_int_equal(cfg.prefetch_depth, 0);
 	assert_int_equal(cfg.learn_max_cycle, 2097152);
+	assert_false(cfg.keep_plan);
 
 	assert_int_equal(cfg.nrules, 2);
 	assert_string_equal(cfg.rules[0].name, "gradients");
 	assert_string_equal(cfg.rules[0].match, "*_gradient_*.tensor.swp");
 	assert_int_equal(cfg.rules[0].tier, 1);
 	assert_false(cfg.rules[0].persistent);
-	assert_int_equal(cfg.rules[0].line, 43);
+	assert_int_equal(cfg.rules[0].line, 44);
 	assert_int_equal(cfg.rules[1].tier, 0);
 	assert_true(cfg.rules[1].persistent);
 }
@@ -218,6 +220,7 @@ static void test_defaults_implicit_ram(void **state)
 	assert_true(cfg.learn);
 	assert_int_equal(cfg.prefetch_depth, 64);
 	assert_int_equal(cfg.learn_max_cycle, 0);
+	assert_true(cfg.keep_plan);
 	assert_int_equal(cfg.nrules, 0);
 
 	assert_int_equal(cfg.ntiers, 2);
@@ -547,6 +550,7 @@ static const struct bad bads[] = {
     {POSIX_A "[mount]\ndirty_ratio = 0\n", 5, "key 'dirty_ratio'", "1 to 100"},
     {POSIX_A "[policy]\nprefetch_depth = 65537\n", 5, "key 'prefetch_depth'", "0 to 65536"},
     {POSIX_A "[policy]\nlearn_max_cycle = 1000\n", 5, "key 'learn_max_cycle'", "1024 to"},
+    {POSIX_A "[policy]\nkeep_plan = some\n", 5, "key 'keep_plan'", "'some' is not yes or no"},
     {POSIX_A "just some words\n", 4, "", "syntax error"},
     {"type = posix\n", 1, "key 'type'", "outside any section"},
     {"[tier x]\npath = @D@/a\n", 1, "section [tier x]", "missing required key 'type'"},
