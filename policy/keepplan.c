@@ -16,6 +16,7 @@
  * freed before keepplan_build returns.
  */
 #include "policy/keepplan.h"
+#include "policy/mix.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -44,16 +45,6 @@ struct keepplan {
 	struct keepplan_stats st;
 };
 
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
-
 static size_t pow2_at_least(size_t n)
 {
 	size_t s = 16;
@@ -68,7 +59,7 @@ static void gather(const uint64_t *keys, const uint8_t *writes, size_t n,
 		   uint32_t *rtab, size_t rmask)
 {
 	for (size_t i = 0; i < n; i++) {
-		size_t h = mix(keys[i]) & rmask;
+		size_t h = mix64(keys[i]) & rmask;
 		while (rtab[h] && rec[rtab[h] - 1].key != keys[i])
 			h = (h + 1) & rmask;
 		struct krec *k;
@@ -149,7 +140,7 @@ static int emit(struct krec **cand, size_t nc, struct keepplan *kp)
 		return -ENOMEM;
 	for (size_t c = 0; c < nc; c++) {
 		const struct krec *k = cand[c];
-		size_t i = mix(k->key) & kp->mask;
+		size_t i = mix64(k->key) & kp->mask;
 		while (kp->tab[i].verdict)
 			i = (i + 1) & kp->mask;
 		kp->tab[i].key = k->key;
@@ -217,7 +208,7 @@ enum keepplan_verdict keepplan_lookup(const struct keepplan *kp, uint64_t key)
 {
 	if (!kp)
 		return KEEPPLAN_NONE;
-	for (size_t i = mix(key) & kp->mask;; i = (i + 1) & kp->mask) {
+	for (size_t i = mix64(key) & kp->mask;; i = (i + 1) & kp->mask) {
 		if (!kp->tab[i].verdict)
 			return KEEPPLAN_NONE;
 		if (kp->tab[i].key == key)

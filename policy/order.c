@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "policy/order.h"
+#include "policy/mix.h"
 
 #define ORDER_KPOS  4 /* positions remembered per key while learning */
 #define ORDER_NCAND 8 /* candidate periods tried at once */
@@ -101,21 +102,10 @@ struct order {
 	struct order_stats st;
 };
 
-static uint64_t mix(uint64_t x)
-{
-	/* splitmix64 finalizer: keys are ino<<24|block, highly structured. */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
-
 /* Caller guarantees tab_used < tab_limit (< table size), so a slot exists. */
 static struct ent *tab_get(struct order *o, uint64_t key, bool *fresh)
 {
-	for (size_t i = mix(key) & o->tab_mask;; i = (i + 1) & o->tab_mask) {
+	for (size_t i = mix64(key) & o->tab_mask;; i = (i + 1) & o->tab_mask) {
 		struct ent *e = &o->tab[i];
 		if (e->epoch != o->epoch) {
 			e->key = key;
@@ -190,7 +180,7 @@ static int64_t jitter(const struct order *o, size_t lag)
  * trick as tab; at most max_cycle keys in 2 * max_cycle slots. */
 static struct cent *ctab_find(const struct order *o, uint64_t key)
 {
-	for (size_t i = mix(key) & o->ctab_mask;; i = (i + 1) & o->ctab_mask) {
+	for (size_t i = mix64(key) & o->ctab_mask;; i = (i + 1) & o->ctab_mask) {
 		struct cent *e = &o->ctab[i];
 		if (e->epoch != o->cepoch)
 			return NULL;
@@ -201,7 +191,7 @@ static struct cent *ctab_find(const struct order *o, uint64_t key)
 
 static struct cent *ctab_get(struct order *o, uint64_t key, bool *fresh)
 {
-	for (size_t i = mix(key) & o->ctab_mask;; i = (i + 1) & o->ctab_mask) {
+	for (size_t i = mix64(key) & o->ctab_mask;; i = (i + 1) & o->ctab_mask) {
 		struct cent *e = &o->ctab[i];
 		if (e->epoch != o->cepoch) {
 			e->key = key;

@@ -16,6 +16,7 @@
  * Everything here is pure computation on immutable inputs: no locks.
  */
 #include "policy/placement.h"
+#include "policy/mix.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -142,17 +143,6 @@ int stripe_init_config(struct stripe *s, const struct config *c)
 	for (int i = 0; i < c->nstripe; i++)
 		w[i] = c->tiers[c->stripe[i]].weight;
 	return stripe_init(s, c->nstripe, c->stripe, w);
-}
-
-/* splitmix64's finaliser: consecutive inode numbers land far apart. */
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
 }
 
 int stripe_tier(const struct stripe *s, uint64_t ino, uint64_t block)
