@@ -42,6 +42,17 @@ tier = ram
 persistent = no
 CONF
 mount_fs "$T/c.conf" || { fail "mount"; tap_exit; exit 1; }
+# user.tierfs.cached itself, before any order is learned (nothing is written
+# back on its own for a minute, flush_interval): 4 blocks and a partial
+# fifth, all dirty; after fsync all still in RAM, none dirty.
+cached() { getfattr --only-values -n user.tierfs.cached "$MNT/small" 2>/dev/null; }
+head -c $((1048576 + 1000)) /dev/urandom >"$MNT/small"
+check "user.tierfs.cached of a file just written: all dirty ($(cached))" \
+	test "$(cached)" = "ram=1049576 dirty=1049576"
+$PY -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDWR); os.fsync(fd)' "$MNT/small"
+check "user.tierfs.cached after fsync: in RAM, none dirty ($(cached))" \
+	test "$(cached)" = "ram=1049576 dirty=0"
+rm -f "$MNT/small"
 check "4 pipelined steps of the replay" "$REPLAY" --dir "$MNT" --state-size 96M --steps 4
 grep -E '^(cache|order)' "$MNT/.tierfs/stats" | sed 's/^/# /'
 check "the order is learned" test "$(stat_field order learned)" = yes
