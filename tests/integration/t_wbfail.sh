@@ -21,12 +21,26 @@ want_file() { # FILE BYTE
 	"$PY" -c 'import sys; d=open(sys.argv[1],"rb").read(); sys.exit(d != bytes([int(sys.argv[2])])*(1<<20))' "$1" "$2"
 }
 
+# write_1m FILE BYTE: 1 MiB of BYTE in one FUSE request. A buffer that does
+# not start on a page boundary (a Python bytes object's) reaches FUSE as two
+# requests, 1 MiB less its offset in the page and then the rest, and the
+# flusher could take the block between them: the second then waited for the
+# held write-back, and the test for the second (a hang, once under ASan).
+write_1m() {
+	"$PY" -c 'import mmap, os, sys
+m = mmap.mmap(-1, 1 << 20)
+m.write(bytes([int(sys.argv[2])]) * (1 << 20))
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+assert os.write(fd, m) == 1 << 20
+os.close(fd)' "$1" "$2"
+}
+
 default_conf | mount_key 'flush_interval = 0.05' >"$T/c.conf"
 export IOFAIL_HOLD="$T/hold" IOFAIL_EIO="$T/eio"
 mount_shimmed iofail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 
 touch "$IOFAIL_HOLD"
-"$PY" -c 'import sys; open(sys.argv[1], "wb").write(b"\x01" * (1 << 20))' "$MNT/f"
+write_1m "$MNT/f" 1
 check "the flusher takes the dirty block (its write-back held)" wait_for nothing_dirty
 "$PY" "$T/fsync.py" "$MNT/f" "$T/opened" >"$T/said" &
 pid=$!
@@ -72,7 +86,7 @@ mount_shimmed iofail "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 # Failing before the write: the flusher's periodic trickle could otherwise
 # write g back, successfully, before the unmount tries.
 touch "$IOFAIL_EIO"
-"$PY" -c 'import sys; open(sys.argv[1], "wb").write(b"\x02" * (1 << 20))' "$MNT/g"
+write_1m "$MNT/g" 2
 check "unmount while every write fails: the daemon exits" daemon_exits
 check "it says the write-back failed" grep -q 'unmount: write-back failed' "$T/daemon.log"
 rm -f "$IOFAIL_EIO"
