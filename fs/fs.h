@@ -250,6 +250,7 @@ struct fs {
 	 * prefetch_pays), guarded by lock: the used and wasted counts when
 	 * its window began, and the learner's clock until which it pauses. */
 	uint64_t pf_used0, pf_wasted0, pf_pause_until;
+	uint64_t pf_signalled; /* the learner's clock when engine_access last woke it */
 
 	struct fs_stats stats;
 	void *zero; /* one block of zeros, read-only replies for holes */
