@@ -646,14 +646,11 @@ static uint64_t cache_keep_budget(struct fs *fs)
 	return room > margin ? room - margin : 0;
 }
 
-/* FUSE requests carry at most 1 MiB (libfuse's max_write and max_read). */
-#define REQUEST_MAX (1u << 20)
-
 uint64_t cache_plan_budget(struct fs *fs)
 {
 	uint64_t budget = cache_keep_budget(fs);
-	uint64_t per_req = (REQUEST_MAX + fs->bs - 1) / fs->bs;
-	uint64_t reserve = (uint64_t)fs->conf.threads * (per_req - 1) + fs->prefetch_max;
+	uint64_t reserve =
+	    (uint64_t)fs->conf.threads * (fs_request_blocks(fs) - 1) + fs->prefetch_max;
 	return budget > reserve ? budget - reserve : 0;
 }
 
@@ -2307,8 +2304,8 @@ static bool quiet_since(struct fs *fs, uint64_t tick_clock)
  * 2.9-3.4 s, 1.8-2.0 s). */
 static unsigned kept_wb_limit(const struct fs *fs, unsigned max)
 {
-	unsigned n = (unsigned)((1u << 20) / fs->conf.block_size);
-	return n < 1 ? 1 : n > max ? max : n;
+	uint64_t n = fs_request_blocks(fs);
+	return n > max ? max : (unsigned)n;
 }
 
 static void *flusher_main(void *arg)

@@ -97,8 +97,8 @@ void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
 	 * RAM: steps 2.6-3.2 s against 2.8-3.4 s, three pairs). Completed
 	 * read-aheads still wake it every time (cache.c). */
 	if (learned && fs->prefetcher_running) {
-		uint64_t now = order_now(fs->order), every = fs->bs ? (1u << 20) / fs->bs : 1;
-		if (every <= 1 || now - fs->pf_signalled >= every) {
+		uint64_t now = order_now(fs->order), every = fs_request_blocks(fs);
+		if (every == 1 || now - fs->pf_signalled >= every) {
 			fs->pf_signalled = now;
 			pthread_cond_signal(&fs->prefetch_cond);
 		}

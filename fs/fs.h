@@ -398,6 +398,12 @@ void fs_unmount_finish(struct fs *fs);
  * 3.14's limit. */
 #define FS_MAX_REQUEST (1u << 20)
 
+/* Blocks the largest request spans: at least one. */
+static inline uint64_t fs_request_blocks(const struct fs *fs)
+{
+	return fs->bs && fs->bs < FS_MAX_REQUEST ? FS_MAX_REQUEST / fs->bs : 1;
+}
+
 /* RAM tier slots the FUSE workers receive requests into (fs/loop.c), one
  * each, beyond the RAM tier's capacity; none where a block cannot hold a
  * whole request. */
