@@ -23,6 +23,10 @@
 #   BENCH_RANKS    rank processes [1]
 #   BENCH_SUBGROUP params per sub-group [state/12/ranks/8: 8 sub-groups]
 #   BENCH_PIPELINE on|off [on]
+#   BENCH_COMPUTE  seconds of forward+backward compute per step, spread over the
+#                  gradient writes: disk time a real step leaves between two
+#                  update phases, which tierfs can use and a plain directory
+#                  cannot [0: the update phases back to back]
 #   BENCH_PREFETCH the tierfs mount's prefetch_depth [64]; 0 turns prefetch off
 #   BENCH_DIRTY    the tierfs mount's dirty_ratio [25]
 #   BENCH_LEARN    yes|no: the tierfs mount's learn (no = plain LRU, for A/B) [yes]
@@ -60,6 +64,7 @@ BENCH_STEPS=${BENCH_STEPS:-5}
 BENCH_RANKS=${BENCH_RANKS:-1}
 BENCH_SUBGROUP=${BENCH_SUBGROUP:-}
 BENCH_PIPELINE=${BENCH_PIPELINE:-on}
+BENCH_COMPUTE=${BENCH_COMPUTE:-0}
 BENCH_REPEAT=${BENCH_REPEAT:-2}
 BENCH_VERIFY=${BENCH_VERIFY:-1}
 BENCH_T2_DIR=${BENCH_T2_DIR:-/dev/shm/tierfs-bench-t2}
@@ -161,6 +166,7 @@ avail=$(($(df --output=avail -B1 "$W" | tail -1)))
 
 REPLAY_ARGS=(--state-size "$STATE_B" --ranks "$BENCH_RANKS" --steps "$BENCH_STEPS" --pipeline "$BENCH_PIPELINE")
 [ -n "$BENCH_SUBGROUP" ] && REPLAY_ARGS+=(--subgroup-size "$BENCH_SUBGROUP")
+[ "$BENCH_COMPUTE" != 0 ] && REPLAY_ARGS+=(--compute "$BENCH_COMPUTE")
 [ "$BENCH_VERIFY" = 1 ] && REPLAY_ARGS+=(--verify)
 
 cat >"$OUT/meta.json" <<EOF

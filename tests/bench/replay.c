@@ -64,6 +64,7 @@ struct opts {
 	const char *probe;
 	uint64_t probe_size;
 	bool probe_read_only;
+	double compute; /* seconds of forward+backward compute per step (--compute) */
 };
 
 static struct opts o = {
@@ -111,6 +112,16 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Stand in for GPU work: the disk is the file system's while it runs. */
+static void compute_for(double sec)
+{
+	if (sec <= 0)
+		return;
+	struct timespec ts = {.tv_sec = (time_t)sec, .tv_nsec = (long)((sec - (time_t)sec) * 1e9)};
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -654,6 +665,7 @@ static void rank_main(int rank)
 		barrier();
 		t->bwd_t0 = now();
 		for (int sg = 0; sg < nsg; sg++) {
+			compute_for(o.compute / nsg);
 			gen(set[0].g, sgs[sg].numel, seed_of(rank, sg, K_GRAD, s), false);
 			struct iojob jobs[MAX_FILES_PER_BATCH];
 			int nj = 0;
@@ -914,6 +926,9 @@ static void usage(FILE *f)
 	       "  --pipeline on|off     overlap read i+1 and write i-1 with update i [on]\n"
 	       "  --grad-files N        gradient files per sub-group [2]\n"
 	       "  --queue-depth N       [8]   --block-size SIZE  aio request size [1M]\n"
+	       "  --compute SEC         forward+backward compute per step, spread before\n"
+	       "                        each sub-group's gradient writes (no I/O of its own:\n"
+	       "                        what a real step leaves the disk between updates) [0]\n"
 	       "  --verify              check every file's content after the last step\n"
 	       "  --json FILE           per-step times and bytes\n"
 	       "  --probe FILE [--probe-size SIZE] [--probe-read-only]\n"
@@ -927,17 +942,27 @@ static double maxd(double a, double b)
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {
-	    {"dir", 1, 0, 'd'},		  {"state-size", 1, 0, 's'},
-	    {"subgroup-size", 1, 0, 'g'}, {"ranks", 1, 0, 'r'},
-	    {"steps", 1, 0, 'n'},	  {"pipeline", 1, 0, 'p'},
-	    {"verify", 0, 0, 'V'},	  {"json", 1, 0, 'j'},
-	    {"grad-files", 1, 0, 'G'},	  {"queue-depth", 1, 0, 'q'},
-	    {"block-size", 1, 0, 'b'},	  {"probe", 1, 0, 'P'},
-	    {"probe-size", 1, 0, 'S'},	  {"probe-read-only", 0, 0, 'R'},
-	    {"verify-only", 0, 0, 'O'},	  {"verify-state-only", 0, 0, 'Y'},
-	    {"stats", 1, 0, 'T'},	  {"stats-out", 1, 0, 'U'},
-	    {"help", 0, 0, 'h'},	  {0, 0, 0, 0}};
+	static const struct option lo[] = {{"dir", 1, 0, 'd'},
+					   {"state-size", 1, 0, 's'},
+					   {"subgroup-size", 1, 0, 'g'},
+					   {"ranks", 1, 0, 'r'},
+					   {"steps", 1, 0, 'n'},
+					   {"pipeline", 1, 0, 'p'},
+					   {"verify", 0, 0, 'V'},
+					   {"json", 1, 0, 'j'},
+					   {"grad-files", 1, 0, 'G'},
+					   {"queue-depth", 1, 0, 'q'},
+					   {"block-size", 1, 0, 'b'},
+					   {"probe", 1, 0, 'P'},
+					   {"probe-size", 1, 0, 'S'},
+					   {"probe-read-only", 0, 0, 'R'},
+					   {"verify-only", 0, 0, 'O'},
+					   {"verify-state-only", 0, 0, 'Y'},
+					   {"stats", 1, 0, 'T'},
+					   {"stats-out", 1, 0, 'U'},
+					   {"compute", 1, 0, 'C'},
+					   {"help", 0, 0, 'h'},
+					   {0, 0, 0, 0}};
 	int c;
 	uint64_t v;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -1006,6 +1031,15 @@ int main(int argc, char **argv)
 		case 'R':
 			o.probe_read_only = true;
 			break;
+		case 'C': {
+			char *end;
+			errno = 0;
+			o.compute = strtod(optarg, &end);
+			if (errno || end == optarg || *end ||
+			    !(o.compute >= 0 && o.compute <= 3600))
+				goto bad;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -1131,9 +1165,10 @@ int main(int argc, char **argv)
 			"{\"dir\": \"%s\", \"state_bytes\": %" PRIu64 ", \"grad_bytes\": %" PRIu64
 			", \"ranks\": %d, \"subgroups_per_rank\": %d, \"subgroup_params\": %" PRIu64
 			", \"grad_files\": %d, \"pipeline\": %s, \"queue_depth\": %d, "
-			"\"request_bytes\": %zu, \"steps\": [",
+			"\"request_bytes\": %zu, \"compute_s\": %.3f, \"steps\": [",
 			o.dir, rank_params * 12 * o.ranks, rank_params * 4 * o.ranks, o.ranks, nsg,
-			o.sg_params, o.grad_files, o.pipeline ? "true" : "false", o.qd, o.req);
+			o.sg_params, o.grad_files, o.pipeline ? "true" : "false", o.qd, o.req,
+			o.compute);
 	}
 	for (int s = 0; s <= o.steps; s++) {
 		double b0 = 1e300, b1 = 0, u0 = 1e300, u1 = 0, bio = 0, cpu = 0;
