@@ -83,6 +83,7 @@ bytes() { numfmt --from=iec "${1%B}"; }
 
 [ -x "$REPLAY" ] || die "$REPLAY not built (run: make $REPLAY)"
 command -v python3 >/dev/null || die "python3 is needed for the floor and the report"
+[[ $BENCH_COMPUTE =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "BENCH_COMPUTE must be seconds (e.g. 2.5), not '$BENCH_COMPUTE'"
 STATE_B=$(bytes "$BENCH_STATE") || die "BENCH_STATE=$BENCH_STATE is not a size"
 RAM_B=$(bytes "$BENCH_RAM") || die "BENCH_RAM=$BENCH_RAM is not a size"
 BLOCK_B=$(bytes $BLOCK)
@@ -171,7 +172,7 @@ REPLAY_ARGS=(--state-size "$STATE_B" --ranks "$BENCH_RANKS" --steps "$BENCH_STEP
 
 cat >"$OUT/meta.json" <<EOF
 {"state_bytes": $STATE_B, "ram_bytes": $RAM_B, "block_size": $BLOCK_B, "steps": $BENCH_STEPS,
- "ranks": $BENCH_RANKS, "pipeline": "$BENCH_PIPELINE", "repeat": $BENCH_REPEAT,
+ "ranks": $BENCH_RANKS, "pipeline": "$BENCH_PIPELINE", "repeat": $BENCH_REPEAT, "compute_s": $BENCH_COMPUTE,
  "bench_dir": "$W", "disk_cap_Bps": $DISK_BPS, "t2_dir": "$BENCH_T2_DIR", "t2_cap": "$BENCH_T2_CAP", "host": "$(hostname)", "date": "$(date -Is)", "kernel": "$(uname -r)"}
 EOF
 

@@ -472,7 +472,9 @@ def cmd_report(args):
               meta["state_bytes"] / 2**30, meta["state_bytes"] / 3 / 2**30, meta["ram_bytes"] / 2**30,
               meta["ranks"], meta["steps"], meta["pipeline"], meta["bench_dir"])
           + (", disk capped at %.2f GB/s (BENCH_DISK_BPS)" % (meta["disk_cap_Bps"] / 1e9)
-             if meta.get("disk_cap_Bps") else ""))
+             if meta.get("disk_cap_Bps") else "")
+          + (", %g s of forward+backward compute per step (BENCH_COMPUTE; the floor and the model"
+             " do not count it)" % meta["compute_s"] if meta.get("compute_s") else ""))
     if floor:
         print("disk: read %.2f GB/s, write %.2f GB/s, mixed read+write %.2f GB/s "
               "(O_DIRECT, 1 MiB, qd8; mean of the probes before and after the runs)" % (
