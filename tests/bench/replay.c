@@ -64,7 +64,8 @@ struct opts {
 	const char *probe;
 	uint64_t probe_size;
 	bool probe_read_only;
-	double compute; /* seconds of forward+backward compute per step (--compute) */
+	double compute;	   /* seconds of forward+backward compute per step (--compute) */
+	const char *trace; /* --trace FILE: one line per transfer and Adam pass */
 };
 
 static struct opts o = {
@@ -86,6 +87,9 @@ struct subgroup {
 };
 
 static struct subgroup *sgs;
+/* --trace: opened before the ranks fork; O_APPEND and one write() per line,
+ * so that the ranks' lines never mix. */
+static int trace_fd = -1;
 static int nsg;
 static uint64_t rank_params;
 
@@ -112,6 +116,23 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* One --trace line: rank, step, what (R read, W write, A Adam pass of the
+ * sub-group, then the wait for the joins), sub-group and CLOCK_MONOTONIC
+ * seconds, which other tools' samples of the same clock line up with. */
+static void trace(int rank, int step, char what, int sg, double t0, double t1, double t2)
+{
+	if (trace_fd < 0)
+		return;
+	char line[128];
+	int n = snprintf(line, sizeof(line), "%d %d %c %d %.6f %.6f %.6f\n", rank, step, what, sg,
+			 t0, t1, t2);
+	if (write(trace_fd, line, (size_t)n) != n) {
+		fprintf(stderr, "replay: --trace %s: write failed: %s; tracing stops\n", o.trace,
+			strerror(errno));
+		trace_fd = -1;
+	}
 }
 
 /* Stand in for GPU work: the disk is the file system's while it runs. */
@@ -464,7 +485,7 @@ static int nstate_jobs(struct iojob *j, int rank, int sg, struct bufset *b, bool
 
 struct xfer {
 	io_context_t ctx;
-	int rank, sg;
+	int rank, sg, step;
 	struct bufset *b;
 	bool write;
 	int rc;
@@ -477,7 +498,10 @@ static void *xfer_main(void *arg)
 	struct xfer *x = arg;
 	struct iojob jobs[MAX_FILES_PER_BATCH];
 	int n = nstate_jobs(jobs, x->rank, x->sg, x->b, !x->write);
+	double t0 = now();
 	x->rc = run_batch(x->ctx, jobs, n, x->write);
+	double t1 = now();
+	trace(x->rank, x->step, x->write ? 'W' : 'R', x->sg, t0, t1, t1);
 	return NULL;
 }
 
@@ -691,12 +715,15 @@ static void rank_main(int rank)
 		t->upd_t0 = now();
 		if (!o.pipeline) {
 			for (int sg = 0; sg < nsg; sg++) {
-				struct xfer x = {.ctx = rctx, .rank = rank, .sg = sg, .b = &set[0]};
+				struct xfer x = {
+				    .ctx = rctx, .rank = rank, .sg = sg, .step = s, .b = &set[0]};
 				xfer_main(&x);
 				FAIL_IF(x.rc);
 				double c0 = now();
 				adam(set[0].p, set[0].m, set[0].v, set[0].g, sgs[sg].numel);
-				t->upd_cpu += now() - c0;
+				double c1 = now();
+				t->upd_cpu += c1 - c0;
+				trace(rank, s, 'A', sg, c0, c1, c1);
 				x.ctx = wctx;
 				x.write = true;
 				xfer_main(&x);
@@ -705,8 +732,8 @@ static void rank_main(int rank)
 				t->wr += sg_bytes(sg, false);
 			}
 		} else {
-			struct xfer rd = {.ctx = rctx, .rank = rank},
-				    wr = {.ctx = wctx, .rank = rank, .write = true};
+			struct xfer rd = {.ctx = rctx, .rank = rank, .step = s},
+				    wr = {.ctx = wctx, .rank = rank, .step = s, .write = true};
 			rd.sg = 0;
 			rd.b = &set[0];
 			xfer_main(&rd);
@@ -725,9 +752,11 @@ static void rank_main(int rank)
 				double c0 = now();
 				struct bufset *b = &set[sg % 3];
 				adam(b->p, b->m, b->v, b->g, sgs[sg].numel);
-				t->upd_cpu += now() - c0;
+				double c1 = now();
+				t->upd_cpu += c1 - c0;
 				FAIL_IF(xfer_join(&rd));
 				FAIL_IF(xfer_join(&wr));
+				trace(rank, s, 'A', sg, c0, c1, now());
 				t->rd += sg_bytes(sg, true);
 				t->wr += sg_bytes(sg, false);
 			}
@@ -931,6 +960,10 @@ static void usage(FILE *f)
 	       "                        what a real step leaves the disk between updates) [0]\n"
 	       "  --verify              check every file's content after the last step\n"
 	       "  --json FILE           per-step times and bytes\n"
+	       "  --trace FILE          a line per transfer and Adam pass of the update phase:\n"
+	       "                        rank step R|W|A sub-group start end joined (seconds,\n"
+	       "                        CLOCK_MONOTONIC; R/W: a sub-group's reads/writes,\n"
+	       "                        A: its Adam pass, then the wait for both joins)\n"
 	       "  --probe FILE [--probe-size SIZE] [--probe-read-only]\n"
 	       "                        measure O_DIRECT write then read bandwidth of FILE\n");
 }
@@ -942,27 +975,18 @@ static double maxd(double a, double b)
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {{"dir", 1, 0, 'd'},
-					   {"state-size", 1, 0, 's'},
-					   {"subgroup-size", 1, 0, 'g'},
-					   {"ranks", 1, 0, 'r'},
-					   {"steps", 1, 0, 'n'},
-					   {"pipeline", 1, 0, 'p'},
-					   {"verify", 0, 0, 'V'},
-					   {"json", 1, 0, 'j'},
-					   {"grad-files", 1, 0, 'G'},
-					   {"queue-depth", 1, 0, 'q'},
-					   {"block-size", 1, 0, 'b'},
-					   {"probe", 1, 0, 'P'},
-					   {"probe-size", 1, 0, 'S'},
-					   {"probe-read-only", 0, 0, 'R'},
-					   {"verify-only", 0, 0, 'O'},
-					   {"verify-state-only", 0, 0, 'Y'},
-					   {"stats", 1, 0, 'T'},
-					   {"stats-out", 1, 0, 'U'},
-					   {"compute", 1, 0, 'C'},
-					   {"help", 0, 0, 'h'},
-					   {0, 0, 0, 0}};
+	static const struct option lo[] = {
+	    {"dir", 1, 0, 'd'},		  {"state-size", 1, 0, 's'},
+	    {"subgroup-size", 1, 0, 'g'}, {"ranks", 1, 0, 'r'},
+	    {"steps", 1, 0, 'n'},	  {"pipeline", 1, 0, 'p'},
+	    {"verify", 0, 0, 'V'},	  {"json", 1, 0, 'j'},
+	    {"grad-files", 1, 0, 'G'},	  {"queue-depth", 1, 0, 'q'},
+	    {"block-size", 1, 0, 'b'},	  {"probe", 1, 0, 'P'},
+	    {"probe-size", 1, 0, 'S'},	  {"probe-read-only", 0, 0, 'R'},
+	    {"verify-only", 0, 0, 'O'},	  {"verify-state-only", 0, 0, 'Y'},
+	    {"stats", 1, 0, 'T'},	  {"stats-out", 1, 0, 'U'},
+	    {"compute", 1, 0, 'C'},	  {"trace", 1, 0, 'X'},
+	    {"help", 0, 0, 'h'},	  {0, 0, 0, 0}};
 	int c;
 	uint64_t v;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -1040,6 +1064,9 @@ int main(int argc, char **argv)
 				goto bad;
 			break;
 		}
+		case 'X':
+			o.trace = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -1067,6 +1094,13 @@ int main(int argc, char **argv)
 	if (rank_params < PARAM_ALIGN * (uint64_t)o.grad_files) {
 		fprintf(stderr, "replay: --state-size too small for %d ranks\n", o.ranks);
 		return 2;
+	}
+	if (o.trace) {
+		trace_fd = open(o.trace, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+		if (trace_fd < 0) {
+			fprintf(stderr, "replay: --trace %s: %s\n", o.trace, strerror(errno));
+			return 2;
+		}
 	}
 	if (!o.sg_params)
 		o.sg_params = (rank_params + 7) / 8;

@@ -64,7 +64,15 @@ grep '^order' "$MNT/.tierfs/stats" | sed 's/^/# /'
 grep -qE '^order .*learned=yes' "$MNT/.tierfs/stats" && ok "the access order was learned" ||
 	fail "the access order was not learned after the init and 4 identical steps"
 check "pattern changed (2 ranks, other sub-groups): content verified" \
-	"$REPLAY" --dir "$MNT" --state-size 128M --subgroup-size 3M --ranks 2 --steps 3 --verify
+	"$REPLAY" --dir "$MNT" --state-size 128M --subgroup-size 3M --ranks 2 --steps 3 --verify \
+	--trace "$T/trace"
+# --trace: per rank and step, each of the 2 sub-groups read (R), written
+# (W) and updated (A) once, and no line ends before it starts.
+trace_ok() {
+	awk 'NF != 7 || $5 > $6 || $6 > $7 { bad++ } { n[$1 " " $2 " " $3]++ }
+	     END { for (k in n) { keys++; if (n[k] != 2) bad++ }; exit bad > 0 || keys != 18 }' "$T/trace"
+}
+check "--trace: a line per transfer and Adam pass of 2 ranks x 3 steps x 2 sub-groups" trace_ok
 check "unmount clean" umount_fs
 mount_fs "$T/big.conf" || { fail "remount"; tap_exit; exit 1; }
 check "after remount: the last step's param/exp_avg/exp_avg_sq intact" \
