@@ -61,6 +61,14 @@ struct tier {
 	pthread_mutex_t idle_lock;
 	pthread_cond_t idle_cond;
 
+	/* Per enum tier_op: I/Os accepted and not yet complete, and since when
+	 * that count has been above zero; busy_lock guards both and
+	 * stats.busy_ns. */
+	pthread_mutex_t busy_lock;
+	unsigned busy_count[2];
+	uint64_t busy_since[2];
+	uint64_t idle_since; /* when the last I/O in flight completed, 0 never */
+
 	struct tier_ratelimit err_log; /* tier_log_io_error's */
 };
 

@@ -165,6 +165,7 @@ int tier_open(const struct tier_params *p, struct tier **out)
 	t->be = be;
 	pthread_mutex_init(&t->idle_lock, NULL);
 	pthread_cond_init(&t->idle_cond, NULL);
+	pthread_mutex_init(&t->busy_lock, NULL);
 	if (p->kind == TIER_RAM &&
 	    (p->max_bandwidth[TIER_OP_READ] || p->max_bandwidth[TIER_OP_WRITE]))
 		tier_log(t, "max_bandwidth is ignored on a RAM tier");
@@ -183,6 +184,7 @@ fail:
 	bitmap_destroy(&t->slots);
 	pthread_mutex_destroy(&t->idle_lock);
 	pthread_cond_destroy(&t->idle_cond);
+	pthread_mutex_destroy(&t->busy_lock);
 	free(t);
 	return rc;
 }
@@ -199,7 +201,41 @@ void tier_close(struct tier *t)
 	bitmap_destroy(&t->slots);
 	pthread_mutex_destroy(&t->idle_lock);
 	pthread_cond_destroy(&t->idle_cond);
+	pthread_mutex_destroy(&t->busy_lock);
 	free(t);
+}
+
+/* One more (get) or one fewer (put) I/O of direction D in flight: the busy
+ * time of D runs while the count is above zero. */
+static void busy_get(struct tier *t, unsigned d)
+{
+	pthread_mutex_lock(&t->busy_lock);
+	if (t->busy_count[d]++ == 0)
+		t->busy_since[d] = tier_now_ns();
+	pthread_mutex_unlock(&t->busy_lock);
+}
+
+static void busy_put(struct tier *t, unsigned d)
+{
+	pthread_mutex_lock(&t->busy_lock);
+	if (t->busy_count[d] > 0 && --t->busy_count[d] == 0) {
+		uint64_t now = tier_now_ns();
+		t->stats.busy_ns[d] += now - t->busy_since[d];
+		if (!t->busy_count[!d])
+			t->idle_since = now;
+	}
+	pthread_mutex_unlock(&t->busy_lock);
+}
+
+uint64_t tier_idle_ns(const struct tier *t)
+{
+	pthread_mutex_t *busy = (pthread_mutex_t *)&t->busy_lock; /* see tier_get_stats */
+	pthread_mutex_lock(busy);
+	uint64_t idle = 0;
+	if (!t->busy_count[0] && !t->busy_count[1])
+		idle = t->idle_since ? tier_now_ns() - t->idle_since : UINT64_MAX;
+	pthread_mutex_unlock(busy);
+	return idle;
 }
 
 /* Drop one outstanding I/O. The last one is dropped under idle_lock: were it
@@ -235,9 +271,12 @@ int tier_submit(struct tier *t, struct tier_io *io)
 		io->csum = tier_checksum(io->buf, t->block_size);
 	io->submit_ns = tier_now_ns();
 	__atomic_add_fetch(&t->outstanding, 1, __ATOMIC_ACQ_REL);
+	unsigned dir = io->op == TIER_OP_WRITE ? TIER_OP_WRITE : TIER_OP_READ;
+	busy_get(t, dir);
 	int rc = t->be->submit(t, io);
 	if (rc) {
-		/* Not accepted: done() will not run, so undo the count here. */
+		/* Not accepted: done() will not run, so undo the counts here. */
+		busy_put(t, dir);
 		outstanding_put(t);
 	}
 	return rc;
@@ -271,6 +310,7 @@ void tier_io_complete(struct tier_io *io, int result)
 		__atomic_add_fetch(&s->write_ns, dt, __ATOMIC_RELAXED);
 	}
 	io->result = result;
+	busy_put(t, io->op == TIER_OP_WRITE ? TIER_OP_WRITE : TIER_OP_READ);
 	/* io may be freed by done(): touch only t afterwards. */
 	io->done(io);
 	outstanding_put(t);
@@ -405,6 +445,14 @@ void tier_get_stats(const struct tier *t, struct tier_stats *out)
 	out->csum_errors = __atomic_load_n(&s->csum_errors, __ATOMIC_RELAXED);
 	out->read_ns = __atomic_load_n(&s->read_ns, __ATOMIC_RELAXED);
 	out->write_ns = __atomic_load_n(&s->write_ns, __ATOMIC_RELAXED);
+	/* The lock is the tier's own bookkeeping, not part of what the caller
+	 * reads: taking it through a const tier is sound. */
+	pthread_mutex_t *busy = (pthread_mutex_t *)&t->busy_lock;
+	pthread_mutex_lock(busy);
+	uint64_t now = tier_now_ns();
+	for (int d = 0; d < 2; d++)
+		out->busy_ns[d] = s->busy_ns[d] + (t->busy_count[d] ? now - t->busy_since[d] : 0);
+	pthread_mutex_unlock(busy);
 }
 
 bool tier_is_direct(const struct tier *t)

@@ -86,6 +86,10 @@ struct tier_stats {
 	uint64_t errors;		    /* I/Os completed with an error */
 	uint64_t csum_errors;		    /* reads that failed verification */
 	uint64_t read_ns, write_ns;	    /* summed submit-to-completion time */
+	/* Time with at least one read (write) accepted and not complete: a
+	 * tier idles while the other side of the step waits on it only if
+	 * this falls short of the elapsed time. */
+	uint64_t busy_ns[2]; /* by enum tier_op */
 };
 
 /* Open (create if needed) a tier. Returns 0 or -errno, with a message on
@@ -123,6 +127,9 @@ bool tier_persistent(const struct tier *t);
 uint32_t tier_block_size(const struct tier *t);
 /* A snapshot of the counters. */
 void tier_get_stats(const struct tier *t, struct tier_stats *out);
+/* How long T has had no I/O accepted and not complete: 0 while it has
+ * some, UINT64_MAX if it never had any. */
+uint64_t tier_idle_ns(const struct tier *t);
 /* Whether the posix tier really uses O_DIRECT (false after fallback). */
 bool tier_is_direct(const struct tier *t);
 

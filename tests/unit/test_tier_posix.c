@@ -368,6 +368,7 @@ static void test_bandwidth_cap(void **state)
 	p.max_bandwidth[TIER_OP_WRITE] = 2 << 20;
 	struct tier *t;
 	assert_int_equal(tier_open(&p, &t), 0);
+	assert_true(tier_idle_ns(t) == UINT64_MAX); /* never had I/O */
 	char *data = aligned_alloc(4096, (size_t)N * BS);
 	for (int i = 0; i < N; i++) {
 		assert_int_equal(tier_alloc(t), i);
@@ -390,6 +391,8 @@ static void test_bandwidth_cap(void **state)
 			worst = d;
 	}
 	double submitted = now_s() - t0;
+	/* About a second of writes queued under the cap: not idle. */
+	assert_int_equal(tier_idle_ns(t), 0);
 	wait_for(&c, N);
 	double dt = now_s() - t0;
 	assert_int_equal(c.failed, 0);
@@ -398,11 +401,26 @@ static void test_bandwidth_cap(void **state)
 	/* 2 MiB at 2 MiB/s, less the two-block burst the bucket allows. */
 	assert_true(dt >= 0.9);
 	assert_true(dt < 3.0);
+	/* Writes were queued or in flight the whole time, reads never; the
+	 * write side's busy time stops when its last write completes. */
+	struct tier_stats st, later;
+	tier_get_stats(t, &st);
+	assert_true(st.busy_ns[TIER_OP_WRITE] >= 850000000ull);
+	assert_true(st.busy_ns[TIER_OP_WRITE] <= (uint64_t)(dt * 1e9));
+	assert_int_equal(st.busy_ns[TIER_OP_READ], 0);
+	usleep(50000);
+	tier_get_stats(t, &later);
+	assert_int_equal(later.busy_ns[TIER_OP_WRITE], st.busy_ns[TIER_OP_WRITE]);
+	uint64_t idle = tier_idle_ns(t);
+	assert_true(idle >= 50000000ull && idle < 10000000000ull);
 	/* And a read-back through the same cap still works (timer path). */
 	char *back = aligned_alloc(4096, BS);
 	uint64_t csum = ios[5].csum;
 	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 5, back, &csum), 0);
 	assert_memory_equal(back, data + 5 * BS, BS);
+	tier_get_stats(t, &later);
+	assert_true(later.busy_ns[TIER_OP_READ] > 0);
+	assert_int_equal(later.busy_ns[TIER_OP_WRITE], st.busy_ns[TIER_OP_WRITE]);
 	tier_close(t);
 	free(back);
 	free(data);
