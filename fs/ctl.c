@@ -318,14 +318,19 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		    &sb,
 		    "tier %s type=%s persistent=%s blocks=%llu capacity_blocks=%llu "
 		    "reads=%llu bytes_read=%llu writes=%llu bytes_written=%llu "
-		    "errors=%llu checksum_errors=%llu bw_read=%llu bw_write=%llu\n",
+		    "errors=%llu checksum_errors=%llu bw_read=%llu bw_write=%llu "
+		    "busy_read_ms=%llu busy_write_ms=%llu io_read_ms=%llu io_write_ms=%llu\n",
 		    fs->conf.tiers[i].name, tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
 		    tier_persistent(fs->tiers[i]) ? "yes" : "no", (unsigned long long)used,
 		    (unsigned long long)total, (unsigned long long)s.reads,
 		    (unsigned long long)s.bytes_read, (unsigned long long)s.writes,
 		    (unsigned long long)s.bytes_written, (unsigned long long)s.errors,
 		    (unsigned long long)s.csum_errors, (unsigned long long)fs->bw_read[i],
-		    (unsigned long long)fs->bw_write[i]);
+		    (unsigned long long)fs->bw_write[i],
+		    (unsigned long long)(s.busy_ns[TIER_OP_READ] / 1000000),
+		    (unsigned long long)(s.busy_ns[TIER_OP_WRITE] / 1000000),
+		    (unsigned long long)(s.read_ns / 1000000),
+		    (unsigned long long)(s.write_ns / 1000000));
 	}
 	pthread_mutex_lock(&fs->lock);
 	uint64_t cached = fs->ncached, dirty = fs->ndirty, pinned = fs->npinned;
@@ -336,7 +341,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		      "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu "
 		      "flushes_reclaim=%llu flushes_rewritten=%llu writes_adopted=%llu "
 		      "victim_scans=%llu victim_visits=%llu reclaim_waits=%llu "
-		      "reclaim_wait_ms=%llu\n",
+		      "reclaim_wait_ms=%llu commits=%llu commit_ms=%llu\n",
 		      (unsigned long long)cached, (unsigned long long)dirty,
 		      (unsigned long long)pinned, (unsigned long long)hits,
 		      (unsigned long long)misses,
@@ -350,7 +355,9 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		      (unsigned long long)atomic_load(&fs->stats.victim_scans),
 		      (unsigned long long)atomic_load(&fs->stats.victim_visits),
 		      (unsigned long long)atomic_load(&fs->stats.reclaim_waits),
-		      (unsigned long long)(atomic_load(&fs->stats.reclaim_wait_ns) / 1000000));
+		      (unsigned long long)(atomic_load(&fs->stats.reclaim_wait_ns) / 1000000),
+		      (unsigned long long)atomic_load(&fs->stats.commits),
+		      (unsigned long long)(atomic_load(&fs->stats.commit_ns) / 1000000));
 	/* The in-memory inode table and the block maps loaded in it: what
 	 * the kernel has looked up and the cache holds, not every file ever
 	 * touched (t_inodemem). */

@@ -156,6 +156,9 @@ struct fs_stats {
 	 * overwritten while still in RAM (a disk write a longer stay in RAM
 	 * would have saved). */
 	atomic_uint_fast64_t flushes_reclaim, flushes_rewritten;
+	/* Metadata commits of write-backs and their time: each waits for the
+	 * metadata disk (LMDB syncs its data pages). */
+	atomic_uint_fast64_t commits, commit_ns;
 	/* Whole-block writes whose data the FUSE loop received straight into
 	 * a RAM slot, which the block took instead of a copy. */
 	atomic_uint_fast64_t writes_adopted;
@@ -231,6 +234,13 @@ struct fs {
 	bool flusher_running;
 	bool stopping;
 	pthread_cond_t flusher_cond;
+	/* Committer thread: commits the block maps of finished write-backs,
+	 * so that the flusher never waits on the metadata disk. commit_wanted
+	 * and commit_stop are guarded by lock; commit_cond wakes it. */
+	pthread_t committer;
+	bool committer_running;
+	bool commit_wanted, commit_stop;
+	pthread_cond_t commit_cond;
 
 	/* Learned access order (policy/order.h) and the prefetcher. The
 	 * learner is guarded by lock. */

@@ -330,6 +330,8 @@ int fs_mount_prepare(struct fs *fs)
 	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	if (!rc)
 		rc = pthread_cond_init(&fs->reclaim_cond, &ca);
+	if (!rc)
+		rc = pthread_cond_init(&fs->commit_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	if (rc)
 		return -rc;

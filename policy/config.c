@@ -239,11 +239,12 @@ enum mount_key {
 	MK_THREADS,
 	MK_DIRTY,
 	MK_FLUSH,
+	MK_COMMIT,
 	MK_N
 };
-static const char *const mount_keys[MK_N] = {"block_size",    "metadata", "sync_on_close",
-					     "allow_other",   "threads",  "dirty_ratio",
-					     "flush_interval"};
+static const char *const mount_keys[MK_N] = {"block_size",     "metadata",	 "sync_on_close",
+					     "allow_other",    "threads",	 "dirty_ratio",
+					     "flush_interval", "commit_interval"};
 
 enum tier_key {
 	TK_TYPE,
@@ -657,6 +658,15 @@ static void mount_key(struct parse *p, const char *name, const char *v)
 				  v);
 		else
 			c->flush_interval_ms = (unsigned)x;
+		break;
+	case MK_COMMIT:
+		if (parse_seconds_ms(v, &x) < 0 || x == 0 || x > 3600 * 1000)
+			key_error(p, p->line, name,
+				  "'%s' must be seconds, more than 0 and at most 3600 "
+				  "(fractions down to 0.001 allowed)",
+				  v);
+		else
+			c->commit_interval_ms = (unsigned)x;
 		break;
 	default:
 		break;
@@ -1137,6 +1147,7 @@ static void set_defaults(struct config *c)
 	c->threads = 16;
 	c->dirty_ratio = 25;
 	c->flush_interval_ms = 1000;
+	c->commit_interval_ms = 5000;
 	c->ram_tier = -1;
 	c->learn = true;
 	c->keep_plan = true;

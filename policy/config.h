@@ -2,7 +2,7 @@
  * policy/config.h — the tierfs config file (INI, parsed with inih).
  *
  *   [mount]        block_size, metadata, sync_on_close, allow_other, threads,
- *                  dirty_ratio, flush_interval
+ *                  dirty_ratio, flush_interval, commit_interval
  *   [tier NAME]    type = ram | posix, path, capacity, persistent, weight,
  *                  direct, queue_depth, slab_size, bandwidth[_read|_write],
  *                  max_bandwidth[_read|_write]
@@ -68,6 +68,8 @@ struct config {
 	    dirty_ratio; /* % of the RAM tier that may be dirty before write-back, default 25 */
 	unsigned flush_interval_ms; /* background flush period, default 1000 (key in seconds, may be
 				       fractional) */
+	unsigned commit_interval_ms; /* least time between background metadata commits,
+					default 5000 (key in seconds, may be fractional) */
 
 	/* [tier NAME] in file order; exactly one has kind TIER_RAM (the cache). */
 	int ntiers;

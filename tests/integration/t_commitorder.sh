@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Metadata commits land in the order they were taken. Every other LMDB
 # write transaction of the daemon is made to start late (txndelay.so), the
-# flusher commits every 5 ms, and clients append with fsync and truncate
-# and rewrite with fsync: a background commit that snapshotted a file's
-# size, or a block record since deleted by a truncate, and committed after
-# a newer commit would put the old state back — a shorter file after
-# remount, or a slot mapped twice and a mount that fails.
+# background commits come every 5 ms (flush_interval and commit_interval),
+# and clients append with fsync and truncate and rewrite with fsync: a
+# background commit that snapshotted a file's size, or a block record since
+# deleted by a truncate, and committed after a newer commit would put the
+# old state back — a shorter file after remount, or a slot mapped twice and
+# a mount that fails.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -41,7 +42,7 @@ with open(t + "/rewrite.want", "wb") as f:
     f.write(bytes([99 % 253]) * ((2 << 20) + 8192))
 PYEOF
 
-default_conf | mount_key 'flush_interval = 0.005' >"$T/c.conf"
+default_conf | mount_key 'flush_interval = 0.005' | mount_key 'commit_interval = 0.005' >"$T/c.conf"
 export TXNDELAY_US=20000
 mount_shimmed txndelay "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 

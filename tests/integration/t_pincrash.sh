@@ -8,7 +8,7 @@
 require_tierfs
 require_cmd "$PY" sha256sum setfattr
 
-two_tier_conf 1M | mount_key 'flush_interval = 0.005' >"$T/c.conf"
+two_tier_conf 1M | mount_key 'flush_interval = 0.005' | mount_key 'commit_interval = 0.005' >"$T/c.conf"
 : >"$T/sums"
 round=0
 for delay in 0.005 0.01 0.02 0.04 0.08; do

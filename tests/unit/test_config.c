@@ -99,6 +99,7 @@ static void test_all_keys(void **state)
 		      "threads = 32\n"
 		      "dirty_ratio = 40\n"
 		      "flush_interval = 0.5\n"
+		      "commit_interval = 0.25\n"
 		      "\n"
 		      "[tier nvme0]\n"
 		      "type = posix\n"
@@ -149,6 +150,7 @@ static void test_all_keys(void **state)
 	assert_int_equal(cfg.threads, 32);
 	assert_int_equal(cfg.dirty_ratio, 40);
 	assert_int_equal(cfg.flush_interval_ms, 500);
+	assert_int_equal(cfg.commit_interval_ms, 250);
 
 	assert_int_equal(cfg.ntiers, 4);
 	assert_int_equal(cfg.ram_tier, 1);
@@ -169,7 +171,7 @@ static void test_all_keys(void **state)
 	assert_int_equal(t->max_bandwidth_read, 3ULL << 30);
 	assert_int_equal(t->max_bandwidth_write, 3ULL << 30);
 	assert_false(t->implicit);
-	assert_int_equal(t->line, 11);
+	assert_int_equal(t->line, 12);
 
 	t = &cfg.tiers[1];
 	assert_string_equal(t->name, "mem");
@@ -201,7 +203,7 @@ static void test_all_keys(void **state)
 	assert_string_equal(cfg.rules[0].match, "*_gradient_*.tensor.swp");
 	assert_int_equal(cfg.rules[0].tier, 1);
 	assert_false(cfg.rules[0].persistent);
-	assert_int_equal(cfg.rules[0].line, 44);
+	assert_int_equal(cfg.rules[0].line, 45);
 	assert_int_equal(cfg.rules[1].tier, 0);
 	assert_true(cfg.rules[1].persistent);
 }
@@ -217,6 +219,7 @@ static void test_defaults_implicit_ram(void **state)
 	assert_int_equal(cfg.threads, 16);
 	assert_int_equal(cfg.dirty_ratio, 25);
 	assert_int_equal(cfg.flush_interval_ms, 1000);
+	assert_int_equal(cfg.commit_interval_ms, 5000);
 	assert_true(cfg.learn);
 	assert_int_equal(cfg.prefetch_depth, 64);
 	assert_int_equal(cfg.learn_max_cycle, 0);
@@ -547,6 +550,8 @@ static const struct bad bads[] = {
     {POSIX_A "[mount]\nthreads = 257\n", 5, "key 'threads'", "1 to 256"},
     {POSIX_A "[mount]\nflush_interval = 0\n", 5, "key 'flush_interval'", "more than 0"},
     {POSIX_A "[mount]\nflush_interval = 3601\n", 5, "key 'flush_interval'", "3600"},
+    {POSIX_A "[mount]\ncommit_interval = 0\n", 5, "key 'commit_interval'", "more than 0"},
+    {POSIX_A "[mount]\ncommit_interval = soon\n", 5, "key 'commit_interval'", "seconds"},
     {POSIX_A "[mount]\ndirty_ratio = 0\n", 5, "key 'dirty_ratio'", "1 to 100"},
     {POSIX_A "[policy]\nprefetch_depth = 65537\n", 5, "key 'prefetch_depth'", "0 to 65536"},
     {POSIX_A "[policy]\nlearn_max_cycle = 1000\n", 5, "key 'learn_max_cycle'", "1024 to"},
