@@ -573,6 +573,38 @@ def cmd_report(args):
             two.get("status", "")))
     print("(update/backward: mean over steps 3..N, 1 and 2 warm up (2..N when N < 4); speedup vs the baseline mean; "
           "bwd x = backward speedup; /floor, /model = update time over the floor, over the model)")
+    # Where a tierfs run's update phase waits: the share of it each side of
+    # each persistent tier had I/O queued or in flight, and the metadata
+    # commits made meanwhile (same steps as the update time).
+    busy_lines = []
+    for r in runs:
+        if not r["setup"].startswith("tierfs") or not r.get("tierfs_steps"):
+            continue
+        upd = (r.get("update_s") or [])[-len(r["tierfs_steps"]):]
+        tiers = ("nvme0", "nvme1") if r["setup"] == "tierfs2p" else ("nvme0",)
+        parts = []
+        r["disk_busy"] = {}
+        for t in tiers:
+            fr = {}
+            for side in ("read", "write"):
+                xs = [su.get("tier.%s.busy_%s_ms" % (t, side)) for _, su in r["tierfs_steps"]]
+                xs = [x / 1000 / u for x, u in zip(xs, upd) if x is not None and u]
+                fr[side] = mean(xs) if xs else None
+            if fr["read"] is None:
+                continue
+            r["disk_busy"][t] = fr
+            parts.append("%s %.0f%% read, %.0f%% write" % (t, 100 * fr["read"], 100 * fr["write"]))
+        com = [su.get("cache.commits") for _, su in r["tierfs_steps"]]
+        cms = [su.get("cache.commit_ms") for _, su in r["tierfs_steps"]]
+        if None not in com and None not in cms and com:
+            r["commits_per_step"], r["commit_s_per_step"] = mean(com), mean(cms) / 1000
+            parts.append("%.1f metadata commits (%.2f s)" % (r["commits_per_step"], r["commit_s_per_step"]))
+        if parts:
+            busy_lines.append("  %s %d: %s" % (r["setup"], r["rep"], "; ".join(parts)))
+    if busy_lines:
+        print("busy during the update phase (.tierfs/stats busy_*_ms over the update time, per step; "
+              "a side below 100% while the step waits was not what it waited for):")
+        print("\n".join(busy_lines))
 
     tf_ok = [r for r in runs if r["setup"] == "tierfs" and r["status"] == "ok"]
     t2p_ok = [r for r in runs if r["setup"] == "tierfs2p" and r["status"] == "ok"]
