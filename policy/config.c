@@ -613,6 +613,19 @@ static void copy_path(char *dst, const char *v)
 	dst[n] = '\0';
 }
 
+/* A period in seconds (flush_interval, commit_interval) into *MS. */
+static void interval_key(struct parse *p, const char *name, const char *v, unsigned *ms)
+{
+	uint64_t x;
+	if (parse_seconds_ms(v, &x) < 0 || x == 0 || x > 3600 * 1000)
+		key_error(p, p->line, name,
+			  "'%s' must be seconds, more than 0 and at most 3600 "
+			  "(fractions down to 0.001 allowed)",
+			  v);
+	else
+		*ms = (unsigned)x;
+}
+
 static void mount_key(struct parse *p, const char *name, const char *v)
 {
 	struct config *c = p->c;
@@ -651,22 +664,10 @@ static void mount_key(struct parse *p, const char *name, const char *v)
 			c->dirty_ratio = (unsigned)x;
 		break;
 	case MK_FLUSH:
-		if (parse_seconds_ms(v, &x) < 0 || x == 0 || x > 3600 * 1000)
-			key_error(p, p->line, name,
-				  "'%s' must be seconds, more than 0 and at most 3600 "
-				  "(fractions down to 0.001 allowed)",
-				  v);
-		else
-			c->flush_interval_ms = (unsigned)x;
+		interval_key(p, name, v, &c->flush_interval_ms);
 		break;
 	case MK_COMMIT:
-		if (parse_seconds_ms(v, &x) < 0 || x == 0 || x > 3600 * 1000)
-			key_error(p, p->line, name,
-				  "'%s' must be seconds, more than 0 and at most 3600 "
-				  "(fractions down to 0.001 allowed)",
-				  v);
-		else
-			c->commit_interval_ms = (unsigned)x;
+		interval_key(p, name, v, &c->commit_interval_ms);
 		break;
 	default:
 		break;
