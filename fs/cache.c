@@ -1340,6 +1340,8 @@ static int resize_locked(struct fs *fs, struct inode *in, uint64_t size)
 	in->attr.size = size;
 	in->attr_dirty = true;
 	in->unsynced = true;
+	if (size < old)
+		in->shrunk = true;
 	return 0;
 }
 
@@ -1866,18 +1868,21 @@ static uint64_t g_swept_bytes;
  * pages go back to the system. */
 #define TRIM_BYTES (8ull << 20)
 
-/* The size of IN that a commit may record now: up to the first block that
- * has data only in RAM (written, not yet written back, no older durable
- * copy). Recorded beyond it, the size would after a crash cover a hole
- * where the data was: a file written and never fsync'd read back as zeros
- * (t_commitinterval, kill -9 between a commit and the next write-back).
- * Such a file comes back at its last committed size instead, as ext4's
- * data=ordered makes it. Volatile files (a rule's persistent = no) never
- * reach a tier, and keep their size. Lock held. */
+/* The size of IN that a commit may record now. A file that only grew
+ * since its last commit keeps the committed size while a block below the
+ * new one has its data only in RAM (written, not written back, no older
+ * durable copy): recorded, the new size would after a crash cover a hole
+ * where the data was, and a file written and never fsync'd read back as
+ * zeros (t_commitinterval, kill -9 between a commit and the next
+ * write-back). A file that shrank takes its new size with the deletions of
+ * the blocks it cut, whatever else (t_truncrash); either way the size is
+ * one the file really had (t_smallcrash). Volatile files (a rule's
+ * persistent = no) never reach a tier, and keep their size. Lock held. */
 static uint64_t durable_size(const struct fs *fs, const struct inode *in)
 {
 	uint64_t size = in->attr.size;
-	if (volatile_inode(in) || (!in->ndirty && !in->nflushing))
+	if (volatile_inode(in) || in->shrunk || size <= in->committed_size ||
+	    (!in->ndirty && !in->nflushing))
 		return size;
 	uint64_t n = (size + fs->bs - 1) / fs->bs;
 	for (uint64_t i = fs_blk_next(in, 0); i < n && i < in->nblocks; i++) {
@@ -1888,7 +1893,7 @@ static uint64_t durable_size(const struct fs *fs, const struct inode *in)
 		const struct blk *b = fs_blk(in, i);
 		if (b && b->ce && (b->ce->dirty || b->ce->flushing) &&
 		    (b->tier == TIER_NONE || b->csum == 0))
-			return i * fs->bs;
+			return in->committed_size;
 	}
 	return size;
 }
@@ -1897,6 +1902,7 @@ static uint64_t durable_size(const struct fs *fs, const struct inode *in)
  * metadata transaction ran). */
 static int commit_locked(struct fs *fs, bool *wrote)
 {
+	*wrote = false;
 	pthread_mutex_lock(&fs->lock);
 	size_t np = g_npend;
 	struct pend *pend = g_pend;
@@ -1907,6 +1913,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 	bool *skip = np ? calloc(np, sizeof(*skip)) : NULL;
 	size_t na = 0;
 	struct meta_inode *attrs = NULL;
+	bool *shrunk = NULL; /* per attrs[]: in->shrunk when taken */
 	int rc = 0;
 	if (np && (!recs || !del || !skip)) {
 		rc = -ENOMEM;
@@ -1935,7 +1942,10 @@ static int commit_locked(struct fs *fs, bool *wrote)
 		for (struct inode *in = fs->itab[h]; in; in = in->hnext)
 			if (in->attr_dirty)
 				na++;
-	if (na && !(attrs = calloc(na, sizeof(*attrs)))) {
+	if (na &&
+	    (!(attrs = calloc(na, sizeof(*attrs))) || !(shrunk = calloc(na, sizeof(*shrunk))))) {
+		free(attrs);
+		free(shrunk);
 		rc = -ENOMEM;
 		goto unlock_fail;
 	}
@@ -1945,10 +1955,13 @@ static int commit_locked(struct fs *fs, bool *wrote)
 			if (in->attr_dirty) {
 				attrs[na] = in->attr;
 				uint64_t safe = durable_size(fs, in);
-				if (safe < attrs[na].size)
+				shrunk[na] = in->shrunk;
+				if (safe < attrs[na].size) {
 					attrs[na].size = safe; /* the rest later */
-				else
+				} else {
 					in->attr_dirty = false;
+					in->shrunk = false;
+				}
 				na++;
 			}
 	size_t nfreed = fs->nfreed;
@@ -1998,12 +2011,19 @@ static int commit_locked(struct fs *fs, bool *wrote)
 			pend_add(pend[i].ino, pend[i].idx);
 		for (size_t i = 0; i < na; i++) {
 			struct inode *in = fs_inode_find(fs, attrs[i].ino);
-			if (in)
+			if (in) {
 				in->attr_dirty = true;
+				in->shrunk |= shrunk[i];
+			}
 		}
 		for (size_t i = 0; i < nfreed; i++)
 			defer_free(fs, freed[i].tier, freed[i].slot);
 	} else {
+		for (size_t i = 0; i < na; i++) {
+			struct inode *in = fs_inode_find(fs, attrs[i].ino);
+			if (in)
+				in->committed_size = attrs[i].size;
+		}
 		for (size_t i = 0; i < nfreed; i++)
 			tier_free(fs->tiers[freed[i].tier], freed[i].slot);
 		g_swept_bytes += inode_sweep(fs);
@@ -2016,6 +2036,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 	}
 	free(freed);
 	free(attrs);
+	free(shrunk);
 	free(pend);
 	free(recs);
 	free(del);

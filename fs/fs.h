@@ -52,6 +52,10 @@ struct inode {
 	uint64_t nlookup;	/* kernel references */
 	unsigned nopen;		/* open file handles */
 	bool attr_dirty;	/* attr differs from LMDB */
+	/* The size LMDB holds, and whether the file shrank since: see
+	 * durable_size() in fs/cache.c. */
+	uint64_t committed_size;
+	bool shrunk;
 	bool map_loaded;
 	bool dropping;	   /* being deleted: cache_forget_inode may wait, lock dropped */
 	bool resizing;	   /* cache_resize at work: cache_write waits */

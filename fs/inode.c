@@ -109,6 +109,7 @@ int fs_inode_get(struct fs *fs, uint64_t ino, struct inode **out)
 		return -ENOMEM;
 	in->ino = ino;
 	in->attr = attr;
+	in->committed_size = attr.size;
 	in->nused = -1;
 	in->home = fs_home_for(fs, &attr, NULL);
 	size_t h = ihash(fs, ino);
