@@ -41,19 +41,30 @@ static bool disk_key(uint64_t key, void *arg)
 	return !in || (in->home != fs->ram && !(in->attr.flags & META_F_VOLATILE));
 }
 
-/* The keep plan of the cycle just learned, over the RAM the cache may keep
- * beside its pinned blocks and the I/O in flight (cache_plan_budget). Without one (no memory)
- * the cache keeps by next use alone. Lock held. */
-static void plan_build(struct fs *fs)
+static void plan_drop(struct fs *fs)
 {
 	keepplan_free(fs->plan);
-	fs->plan = NULL;
+	keepplan_free(fs->tail_plan);
+	fs->plan = fs->tail_plan = NULL;
+	fs->gap_mode = false;
+}
+
+/* The keep plan of the cycle just learned, over the RAM the cache may keep
+ * beside its pinned blocks and the I/O in flight (cache_plan_budget), and
+ * the tail plan that gap mode follows instead (cache.c, "Idle disk").
+ * Without them (no memory, keep_plan = no) the cache keeps by next use
+ * alone; without a tail plan (no stretch of RAM-only accesses in the
+ * cycle) there is no gap mode. Lock held. */
+static void plan_build(struct fs *fs)
+{
+	plan_drop(fs);
 	const uint64_t *keys;
 	const uint8_t *writes;
 	size_t n = order_cycle(fs->order, &keys, &writes);
 	if (!n || !fs->conf.keep_plan)
 		return;
-	int rc = keepplan_build(keys, writes, n, disk_key, fs, cache_plan_budget(fs), &fs->plan);
+	uint64_t budget = cache_plan_budget(fs);
+	int rc = keepplan_build(keys, writes, n, disk_key, fs, budget, &fs->plan);
 	if (rc) {
 		TFS_LOG("keep plan: %s: blocks stay in RAM by next use alone", strerror(-rc));
 		return;
@@ -63,6 +74,13 @@ static void plan_build(struct fs *fs)
 	TFS_LOG("keep plan: %zu of %zu disk blocks stay in RAM across the step, spread along it "
 		"(%llu of %llu disk I/Os per step saved)",
 		st.kept, st.candidates, (unsigned long long)st.saved, (unsigned long long)st.ios);
+	if (!fs->conf.gap_plan)
+		return;
+	rc = keepplan_build_tail(keys, writes, n, disk_key, fs, budget, &fs->tail_plan);
+	if (rc)
+		TFS_LOG("gap_plan: %s: the idle time between steps is not used",
+			rc == -ENOENT ? "no stretch of the step leaves the disks idle"
+				      : strerror(-rc));
 }
 
 void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
@@ -85,8 +103,7 @@ void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
 			cache_restamp(fs);
 		} else {
 			TFS_LOG("the access order changed: back to LRU until it is relearned");
-			keepplan_free(fs->plan);
-			fs->plan = NULL;
+			plan_drop(fs);
 		}
 	}
 	/* The prefetcher looks again once per request's worth of blocks (a
@@ -109,7 +126,8 @@ uint8_t engine_plan(struct fs *fs, uint64_t ino, uint64_t idx)
 {
 	if (!fs->learned || idx >> KEY_IDX_BITS)
 		return KEEPPLAN_NONE;
-	return (uint8_t)keepplan_lookup(fs->plan, key_of(ino, idx));
+	return (uint8_t)keepplan_lookup(fs->gap_mode && fs->tail_plan ? fs->tail_plan : fs->plan,
+					key_of(ino, idx));
 }
 
 uint64_t engine_now(struct fs *fs)
@@ -191,12 +209,29 @@ static bool prefetch_pays(struct fs *fs, uint64_t now)
 	return false;
 }
 
+void engine_idle_ended(struct fs *fs)
+{
+	fs->pf_pause_until = 0;
+	fs->pf_used0 = atomic_load(&fs->stats.prefetch_hits);
+	fs->pf_wasted0 = atomic_load(&fs->stats.prefetch_wasted);
+}
+
+/* How much further than prefetch_depth read-ahead looks while the disks
+ * are idle: at the default depth, 1024 reads (1 GiB at 1 MiB blocks). */
+#define IDLE_AHEAD 16
+
 static void *prefetcher_main(void *arg)
 {
 	struct fs *fs = arg;
 	unsigned depth = fs->conf.prefetch_depth;
-	uint64_t *keys = calloc(depth, sizeof(*keys));
-	if (!keys) {
+	/* While the disks are idle it reads ahead IDLE_AHEAD times further,
+	 * counting reads only (see "Idle disk" in cache.c). */
+	size_t ahead = (size_t)depth * IDLE_AHEAD;
+	uint64_t *keys = calloc(ahead, sizeof(*keys));
+	uint32_t *dist = calloc(ahead, sizeof(*dist));
+	if (!keys || !dist) {
+		free(keys);
+		free(dist);
 		TFS_LOG("prefetch: out of memory, prefetch disabled");
 		return NULL;
 	}
@@ -205,10 +240,15 @@ static void *prefetcher_main(void *arg)
 		pthread_cond_wait(&fs->prefetch_cond, &fs->lock);
 		if (fs->stopping || !fs->learned)
 			continue;
-		uint64_t now = order_now(fs->order);
-		if (!prefetch_pays(fs, now))
+		/* Between steps the next accesses are gradient writes, in
+		 * RAM: look past them to the update's first reads, as far as
+		 * RAM lets read-ahead evict blocks needed later. Idle disks
+		 * cost nothing, so the read-ahead's pause does not hold then. */
+		bool idle = cache_disk_idle(fs);
+		if (!idle && !prefetch_pays(fs, order_now(fs->order)))
 			continue;
-		size_t n = order_upcoming(fs->order, depth, keys);
+		size_t n = idle ? order_upcoming_reads(fs->order, ahead, keys, dist)
+				: order_upcoming(fs->order, depth, keys);
 		/* A victim search that found nothing needed after a time finds
 		 * nothing for any later time either, until the lock is dropped
 		 * (a read started): each search walks up to thousands of
@@ -217,7 +257,7 @@ static void *prefetcher_main(void *arg)
 		 * searches from 1.03 M to 0.86 M. */
 		uint64_t none_after = UINT64_MAX;
 		for (size_t i = 0; i < n && fs->prefetch_inflight < fs->prefetch_max &&
-				   !prefetch_crowds(fs) && fs->learned && !fs->stopping;
+				   (idle || !prefetch_crowds(fs)) && fs->learned && !fs->stopping;
 		     i++) {
 			/* A block whose next access overwrites it needs no read.
 			 * One whose own last access says its read is far off was
@@ -225,7 +265,8 @@ static void *prefetcher_main(void *arg)
 			 * ahead, and loading it again would waste a read and a
 			 * slot until the next step. */
 			uint64_t when = order_next_read(fs->order, keys[i]);
-			if (when != order_next_use(fs->order, keys[i]) || when > i + depth)
+			uint64_t at = idle ? dist[i] : i;
+			if (when != order_next_use(fs->order, keys[i]) || when > at + depth)
 				continue;
 			/* Loaded if need be: an inode the kernel has forgotten,
 			 * with nothing cached, leaves the table (cache.c's
@@ -251,6 +292,7 @@ static void *prefetcher_main(void *arg)
 	}
 	pthread_mutex_unlock(&fs->lock);
 	free(keys);
+	free(dist);
 	return NULL;
 }
 
@@ -297,13 +339,11 @@ void engine_stop(struct fs *fs)
 	 * under it (engine_now, engine_stale_before) until flusher_stop. */
 	pthread_mutex_lock(&fs->lock);
 	struct order *o = fs->order;
-	struct keepplan *kp = fs->plan;
 	fs->order = NULL;
-	fs->plan = NULL;
+	plan_drop(fs);
 	pthread_mutex_unlock(&fs->lock);
 	if (o)
 		order_destroy(o);
-	keepplan_free(kp);
 }
 
 int engine_stats_text(struct fs *fs, char *buf, size_t size)
@@ -328,10 +368,10 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	    buf, size,
 	    "order enabled=%s learned=%s cycle=%zu accesses=%llu "
 	    "predicted_ratio=%.4f learns=%llu relearns=%llu false_locks=%llu prefetches=%llu "
-	    "prefetch_hits=%llu prefetch_wasted=%llu plan_kept=%zu plan_blocks=%zu\n",
+	    "prefetch_hits=%llu prefetch_wasted=%llu plan_kept=%zu plan_blocks=%zu gap_mode=%s\n",
 	    enabled ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len,
 	    (unsigned long long)s.accesses, pred, (unsigned long long)s.learns,
 	    (unsigned long long)s.relearns, (unsigned long long)s.false_locks, pf, pf_hits,
-	    pf_wasted, kps.kept, kps.candidates);
+	    pf_wasted, kps.kept, kps.candidates, fs->gap_mode ? "yes" : "no");
 	return n < 0 || (size_t)n >= size ? -ENOSPC : n;
 }

@@ -278,9 +278,9 @@ static const char *const tier_keys[TK_N] = {"type",
 					    "max_bandwidth_read",
 					    "max_bandwidth_write"};
 
-enum policy_key { PK_STRIPE, PK_LEARN, PK_PREFETCH, PK_MAX_CYCLE, PK_KEEP_PLAN, PK_N };
-static const char *const policy_keys[PK_N] = {"stripe", "learn", "prefetch_depth",
-					      "learn_max_cycle", "keep_plan"};
+enum policy_key { PK_STRIPE, PK_LEARN, PK_PREFETCH, PK_MAX_CYCLE, PK_KEEP_PLAN, PK_GAP_PLAN, PK_N };
+static const char *const policy_keys[PK_N] = {"stripe",		 "learn",     "prefetch_depth",
+					      "learn_max_cycle", "keep_plan", "gap_plan"};
 
 enum rule_key { RK_MATCH, RK_TIER, RK_PERSISTENT, RK_N };
 static const char *const rule_keys[RK_N] = {"match", "tier", "persistent"};
@@ -817,6 +817,10 @@ static void policy_key(struct parse *p, const char *name, const char *v)
 		if (config_parse_bool(v, &c->keep_plan) < 0)
 			key_error(p, p->line, name, "'%s' is not yes or no", v);
 		break;
+	case PK_GAP_PLAN:
+		if (config_parse_bool(v, &c->gap_plan) < 0)
+			key_error(p, p->line, name, "'%s' is not yes or no", v);
+		break;
 	case PK_MAX_CYCLE:
 		if (parse_uint(v, 1024, 1u << 30, &x) < 0)
 			key_error(
@@ -1152,6 +1156,7 @@ static void set_defaults(struct config *c)
 	c->ram_tier = -1;
 	c->learn = true;
 	c->keep_plan = true;
+	c->gap_plan = false;
 	c->prefetch_depth = 64;
 	for (int i = 0; i < CONF_MAX_TIERS; i++) {
 		struct conf_tier *t = &c->tiers[i];

@@ -6,7 +6,8 @@
  *   [tier NAME]    type = ram | posix, path, capacity, persistent, weight,
  *                  direct, queue_depth, slab_size, bandwidth[_read|_write],
  *                  max_bandwidth[_read|_write]
- *   [policy]       stripe, learn, prefetch_depth, learn_max_cycle, keep_plan
+ *   [policy]       stripe, learn, prefetch_depth, learn_max_cycle, keep_plan,
+ *                  gap_plan
  *   [rule NAME]    match (glob on the path inside the mount), tier, persistent
  *
  * Sizes take K/M/G/T suffixes (powers of 1024); bandwidths are SIZE/s.
@@ -85,6 +86,8 @@ struct config {
 				       0 = the learner's default (2^18) */
 	bool keep_plan;		    /* plan which blocks stay in RAM across a learned
 				       step (policy/keepplan.h), default yes */
+	bool gap_plan;		    /* put the disks' idle time between steps to work
+				       (fs/cache.c "Idle disk"), default no */
 
 	/* [rule NAME] in file order; the first match wins. */
 	int nrules;

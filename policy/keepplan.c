@@ -28,6 +28,7 @@ struct krec {
 	uint32_t first_read; /* position of its first read in the cycle */
 	uint32_t worth;	     /* disk I/Os per cycle kept off the disk if kept */
 	uint32_t wmask;	     /* bit j: occurrence j wrote */
+	uint32_t tail;	     /* the tail plan: accesses from its last write to the boundary */
 	bool nondisk;
 	bool over; /* accessed more than KEEPPLAN_MAX_OCCUR times */
 	bool keep;
@@ -56,7 +57,7 @@ static size_t pow2_at_least(size_t n)
 /* Each key's accesses: REC[0..*NREC), RTAB its hash (record index + 1). */
 static void gather(const uint64_t *keys, const uint8_t *writes, size_t n,
 		   bool (*disk)(uint64_t, void *), void *arg, struct krec *rec, size_t *nrec,
-		   uint32_t *rtab, size_t rmask)
+		   uint32_t *rtab, size_t rmask, uint8_t *nondisk)
 {
 	for (size_t i = 0; i < n; i++) {
 		size_t h = mix64(keys[i]) & rmask;
@@ -72,6 +73,8 @@ static void gather(const uint64_t *keys, const uint8_t *writes, size_t n,
 			k->nondisk = disk && !disk(keys[i], arg);
 			rtab[h] = (uint32_t)*nrec;
 		}
+		if (nondisk)
+			nondisk[i] = k->nondisk;
 		if (k->nondisk || k->over)
 			continue;
 		if (k->nocc == KEEPPLAN_MAX_OCCUR) {
@@ -132,6 +135,47 @@ static void choose(struct krec **cand, size_t nc, size_t budget)
 	}
 }
 
+/* The first position of the longest run (cyclic) of accesses to keys that
+ * are not disk keys: where the backward pass writes the gradients in RAM
+ * and the disks have nothing to do. -ENOENT where no access or every
+ * access is to a non-disk key. */
+static int64_t boundary(const uint8_t *nondisk, size_t n)
+{
+	size_t best = 0, best_at = 0, run = 0;
+	for (size_t j = 0; j < 2 * n && run < n; j++) {
+		run = nondisk[j % n] ? run + 1 : 0;
+		if (run > best) {
+			best = run;
+			best_at = (j + 1 - run) % n;
+		}
+	}
+	return best && best < n ? (int64_t)best_at : -ENOENT;
+}
+
+static int by_tail(const void *a, const void *b)
+{
+	const struct krec *x = *(struct krec *const *)a, *y = *(struct krec *const *)b;
+	return x->tail < y->tail ? -1 : x->tail > y->tail;
+}
+
+/* The tail plan: the BUDGET candidates written last before the boundary
+ * AT are kept; every other one drops. */
+static void choose_tail(struct krec **cand, size_t nc, size_t n, size_t at, size_t budget)
+{
+	for (size_t c = 0; c < nc; c++) {
+		struct krec *k = cand[c];
+		k->tail = UINT32_MAX;
+		for (uint32_t j = 0; j < k->nocc; j++) {
+			uint32_t d = (uint32_t)((at + 2 * n - 1 - k->pos[j]) % n);
+			if ((k->wmask >> j & 1) && d < k->tail)
+				k->tail = d;
+		}
+	}
+	qsort(cand, nc, sizeof(*cand), by_tail);
+	for (size_t c = 0; c < nc; c++)
+		cand[c]->keep = c < budget && cand[c]->tail != UINT32_MAX;
+}
+
 static int emit(struct krec **cand, size_t nc, struct keepplan *kp)
 {
 	kp->mask = pow2_at_least(2 * nc) - 1;
@@ -155,9 +199,9 @@ static int emit(struct krec **cand, size_t nc, struct keepplan *kp)
 	return 0;
 }
 
-int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n,
-		   bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget,
-		   struct keepplan **out)
+static int build(const uint64_t *keys, const uint8_t *writes, size_t n,
+		 bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget, bool tail,
+		 struct keepplan **out)
 {
 	*out = NULL;
 	if (!n || n > UINT32_MAX / 2)
@@ -165,14 +209,20 @@ int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n,
 	size_t rmask = pow2_at_least(2 * n) - 1, nrec = 0, nc = 0;
 	struct krec *rec = malloc(n * sizeof(*rec));
 	uint32_t *rtab = calloc(rmask + 1, sizeof(*rtab));
+	uint8_t *nondisk = tail ? malloc(n) : NULL;
 	struct krec **cand = NULL;
 	struct keepplan *kp = calloc(1, sizeof(*kp));
 	int err = -ENOMEM;
-	if (!rec || !rtab || !kp)
+	int64_t at = 0;
+	if (!rec || !rtab || !kp || (tail && !nondisk))
 		goto out;
-	gather(keys, writes, n, disk, arg, rec, &nrec, rtab, rmask);
+	gather(keys, writes, n, disk, arg, rec, &nrec, rtab, rmask, nondisk);
 	free(rtab);
 	rtab = NULL;
+	if (tail && (at = boundary(nondisk, n)) < 0) {
+		err = (int)at;
+		goto out;
+	}
 	cand = malloc(nrec * sizeof(*cand) + 1);
 	if (!cand)
 		goto out;
@@ -181,12 +231,17 @@ int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n,
 		if (rec[r].worth)
 			cand[nc++] = &rec[r];
 	}
-	qsort(cand, nc, sizeof(*cand), by_worth_then_read);
-	choose(cand, nc, budget);
+	if (tail) {
+		choose_tail(cand, nc, n, (size_t)at, budget);
+	} else {
+		qsort(cand, nc, sizeof(*cand), by_worth_then_read);
+		choose(cand, nc, budget);
+	}
 	err = emit(cand, nc, kp);
 out:
 	free(rec);
 	free(rtab);
+	free(nondisk);
 	free(cand);
 	if (err) {
 		keepplan_free(kp);
@@ -194,6 +249,20 @@ out:
 	}
 	*out = kp;
 	return 0;
+}
+
+int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n,
+		   bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget,
+		   struct keepplan **out)
+{
+	return build(keys, writes, n, disk, arg, budget, false, out);
+}
+
+int keepplan_build_tail(const uint64_t *keys, const uint8_t *writes, size_t n,
+			bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget,
+			struct keepplan **out)
+{
+	return build(keys, writes, n, disk, arg, budget, true, out);
 }
 
 void keepplan_free(struct keepplan *kp)

@@ -62,6 +62,17 @@ struct keepplan_stats {
 int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n,
 		   bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget,
 		   struct keepplan **out);
+
+/* The tail plan, for steps with idle disks between them (fs/cache.c, "Idle
+ * disk"): the BUDGET disk keys written last before the cycle's longest
+ * run of accesses to non-disk keys (the backward pass writing gradients
+ * in RAM) are kept, every other candidate drops. Those writes then wait in
+ * RAM for the idle stretch instead of holding up the update's last
+ * iterations, which only write. Returns as keepplan_build, and -ENOENT
+ * where no access, or every one, is to a non-disk key. */
+int keepplan_build_tail(const uint64_t *keys, const uint8_t *writes, size_t n,
+			bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget,
+			struct keepplan **out);
 void keepplan_free(struct keepplan *kp);
 
 /* NULL kp: KEEPPLAN_NONE. */

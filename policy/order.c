@@ -840,6 +840,21 @@ size_t order_upcoming(const struct order *o, size_t n, uint64_t *keys)
 	return n;
 }
 
+size_t order_upcoming_reads(const struct order *o, size_t n, uint64_t *keys, uint32_t *dist)
+{
+	size_t got = 0;
+	if (!o->learned)
+		return 0;
+	for (size_t j = 0; j < o->clen && got < n; j++) {
+		size_t p = (o->cur + j) % o->clen;
+		if (o->cycw[p])
+			continue;
+		keys[got] = o->cyc[p];
+		dist[got++] = (uint32_t)j;
+	}
+	return got;
+}
+
 void order_get_stats(const struct order *o, struct order_stats *out)
 {
 	*out = o->st;

@@ -133,6 +133,13 @@ size_t order_cycle(const struct order *o, const uint64_t **keys, const uint8_t *
  * most one cycle). Returns how many were written; 0 when not learned. */
 size_t order_upcoming(const struct order *o, size_t n, uint64_t *keys);
 
+/* Up to N keys whose predicted next access reads them, in order, with
+ * DIST[i] the accesses until then; writes are stepped over (at most one
+ * cycle is scanned). Between training steps the next accesses are the
+ * backward pass's gradient writes, which need no read: this sees past them
+ * to the update's first reads. Returns how many; 0 when not learned. */
+size_t order_upcoming_reads(const struct order *o, size_t n, uint64_t *keys, uint32_t *dist);
+
 void order_get_stats(const struct order *o, struct order_stats *out);
 
 /* Eviction choice among N candidate keys (a sample of the cache): the

@@ -134,6 +134,7 @@ static void test_all_keys(void **state)
 		      "prefetch_depth = 0\n"
 		      "learn_max_cycle = 2097152\n"
 		      "keep_plan = no\n"
+		      "gap_plan = yes\n"
 		      "[rule gradients]\n"
 		      "match = *_gradient_*.tensor.swp\n"
 		      "tier = mem\n"
@@ -197,13 +198,14 @@ static void test_all_keys(void **state)
 	assert_int_equal(cfg.prefetch_depth, 0);
 	assert_int_equal(cfg.learn_max_cycle, 2097152);
 	assert_false(cfg.keep_plan);
+	assert_true(cfg.gap_plan);
 
 	assert_int_equal(cfg.nrules, 2);
 	assert_string_equal(cfg.rules[0].name, "gradients");
 	assert_string_equal(cfg.rules[0].match, "*_gradient_*.tensor.swp");
 	assert_int_equal(cfg.rules[0].tier, 1);
 	assert_false(cfg.rules[0].persistent);
-	assert_int_equal(cfg.rules[0].line, 45);
+	assert_int_equal(cfg.rules[0].line, 46);
 	assert_int_equal(cfg.rules[1].tier, 0);
 	assert_true(cfg.rules[1].persistent);
 }
@@ -224,6 +226,7 @@ static void test_defaults_implicit_ram(void **state)
 	assert_int_equal(cfg.prefetch_depth, 64);
 	assert_int_equal(cfg.learn_max_cycle, 0);
 	assert_true(cfg.keep_plan);
+	assert_false(cfg.gap_plan);
 	assert_int_equal(cfg.nrules, 0);
 
 	assert_int_equal(cfg.ntiers, 2);
@@ -556,6 +559,7 @@ static const struct bad bads[] = {
     {POSIX_A "[policy]\nprefetch_depth = 65537\n", 5, "key 'prefetch_depth'", "0 to 65536"},
     {POSIX_A "[policy]\nlearn_max_cycle = 1000\n", 5, "key 'learn_max_cycle'", "1024 to"},
     {POSIX_A "[policy]\nkeep_plan = some\n", 5, "key 'keep_plan'", "'some' is not yes or no"},
+    {POSIX_A "[policy]\ngap_plan = 2\n", 5, "key 'gap_plan'", "'2' is not yes or no"},
     {POSIX_A "just some words\n", 4, "", "syntax error"},
     {"type = posix\n", 1, "key 'type'", "outside any section"},
     {"[tier x]\npath = @D@/a\n", 1, "section [tier x]", "missing required key 'type'"},

@@ -917,6 +917,48 @@ static void test_small_blocks_interleaved(void **state)
 	tr_free(&t);
 }
 
+/* Between steps the next accesses are the backward pass's gradient writes:
+ * order_upcoming_reads steps over them to the update's first reads, with
+ * the distance to each, where order_upcoming sees only the writes. */
+static void test_upcoming_reads(void **state)
+{
+	(void)state;
+	enum { SG = 4, BL = 8 };
+	struct order *o;
+	assert_int_equal(order_create(NULL, &o), 0);
+	for (int s = 0; s < 4; s++) {
+		for (unsigned g = 0; g < SG; g++)
+			for (unsigned b = 0; b < BL; b++)
+				order_access(o, mkkey(g * 4 + 3, b), true);
+		for (unsigned g = 0; g < SG; g++) {
+			for (unsigned f = 0; f < 4; f++)
+				for (unsigned b = 0; b < BL; b++)
+					order_access(o, mkkey(g * 4 + f, b), false);
+			for (unsigned f = 0; f < 3; f++)
+				for (unsigned b = 0; b < BL; b++)
+					order_access(o, mkkey(g * 4 + f, b), true);
+		}
+	}
+	assert_true(order_learned(o));
+	uint64_t k[BL + 2];
+	uint32_t d[BL + 2];
+	assert_int_equal(order_upcoming(o, 1, k), 1);
+	assert_int_equal(k[0], mkkey(3, 0)); /* a gradient write */
+	assert_int_equal(order_upcoming_reads(o, BL + 2, k, d), BL + 2);
+	for (unsigned b = 0; b < BL; b++) {
+		assert_int_equal(k[b], mkkey(0, b));
+		assert_int_equal(d[b], SG * BL + b);
+		assert_int_equal(order_next_read(o, k[b]), d[b]);
+	}
+	assert_int_equal(k[BL], mkkey(1, 0));
+	assert_int_equal(d[BL], SG * BL + BL);
+	order_destroy(o);
+	struct order *none;
+	assert_int_equal(order_create(NULL, &none), 0);
+	assert_int_equal(order_upcoming_reads(none, 4, k, d), 0);
+	order_destroy(none);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -927,6 +969,7 @@ int main(void)
 	    cmocka_unit_test(test_pipelined_turns), cmocka_unit_test(test_write_near_read),
 	    cmocka_unit_test(test_cut_repair),	    cmocka_unit_test(test_cut_repeat),
 	    cmocka_unit_test(test_partial_change),  cmocka_unit_test(test_small_blocks_interleaved),
+	    cmocka_unit_test(test_upcoming_reads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

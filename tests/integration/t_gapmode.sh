@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# gap_plan = yes on a real mount: the DeepSpeed replay with forward and
+# backward time between its update phases (--compute), so the disks idle
+# between steps. Once the order is learned the cache goes into gap mode
+# (said in the log), writes back and reads ahead in the idle stretches, and
+# every byte is still right: after the steps, after a remount, and after
+# more steps with the update phases back to back.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+require_tierfs
+REPLAY=$(dirname "$TIERFS_BIN")/tierfs-replay
+[ -x "$REPLAY" ] || { echo "# SKIP: $REPLAY not built"; exit 77; }
+
+mkdir -p "$T/nvme0" "$T/meta"
+# 96 MiB of state in 8 sub-groups and 32 MiB of gradients (in RAM by the
+# rule); RAM for the gradients and about half the state.
+cat >"$T/c.conf" <<CONF
+[mount]
+metadata = $T/meta
+block_size = 256K
+
+[tier ram]
+type = ram
+capacity = 80M
+
+[tier nvme0]
+type = posix
+path = $T/nvme0
+capacity = 2G
+
+[policy]
+stripe = nvme0
+gap_plan = yes
+
+[rule gradients]
+match = *_gradient_*.tensor.swp
+tier = ram
+persistent = no
+CONF
+mount_fs "$T/c.conf" || { fail "mount"; tap_exit; exit 1; }
+check "5 steps with 2 s of compute each: content verified" \
+	"$REPLAY" --dir "$MNT" --state-size 96M --steps 5 --compute 2 --verify
+grep -E '^order' "$MNT/.tierfs/stats" | sed 's/^/# /'
+grep 'gap mode' "$T/daemon.log" | sed 's/^/# /'
+check "the order was learned" grep -qE '^order .*learned=yes' "$MNT/.tierfs/stats"
+check "gap mode came on (daemon log)" grep -q 'gap mode: the disks idle' "$T/daemon.log"
+check "blocks went to the disk (write-back ran)" \
+	test "$(stat_field "tier nvme0" bytes_written)" -gt 0
+check "unmount clean" umount_fs
+mount_fs "$T/c.conf" || { fail "remount"; tap_exit; exit 1; }
+check "after remount: the last step's param/exp_avg/exp_avg_sq intact" \
+	"$REPLAY" --dir "$MNT" --state-size 96M --steps 5 --verify-state-only
+# Update phases back to back: the stretches between them are short.
+check "3 steps more without compute: content verified" \
+	"$REPLAY" --dir "$MNT" --state-size 96M --steps 3 --verify
+check "unmount clean (2)" umount_fs
+tap_exit
