@@ -376,11 +376,11 @@ static bool idle_done(const struct fs *fs)
  * the stretch's outcome sets gap mode. Lock held. */
 static void disk_demand(struct fs *fs, const struct inode *in)
 {
-	if (!fs->tail_plan || in->home == fs->ram || (in->attr.flags & META_F_VOLATILE))
+	if (!fs->tail_plan || !fs_disk_homed(fs, in))
 		return;
 	uint64_t now = tier_now_ns();
 	bool gap = false;
-	if (fs->learned && fs->tail_plan) {
+	if (fs->learned) {
 		uint64_t clock = engine_now(fs);
 		if (cache_disk_idle(fs)) {
 			if (idle_done(fs))
@@ -1990,11 +1990,8 @@ static uint64_t durable_size(const struct fs *fs, const struct inode *in)
 	    (!in->ndirty && !in->nflushing))
 		return size;
 	uint64_t n = (size + fs->bs - 1) / fs->bs;
-	for (uint64_t i = fs_blk_next(in, 0); i < n && i < in->nblocks; i++) {
-		if ((i & (FS_MAP_CHUNK - 1)) == 0 && !in->chunks[i >> FS_MAP_CHUNK_SHIFT]) {
-			i = fs_blk_next(in, i) - 1; /* a chunk of holes */
-			continue;
-		}
+	for (uint64_t i = fs_blk_next(in, 0); i < n && i < in->nblocks;
+	     i = fs_blk_next(in, i + 1)) {
 		const struct blk *b = fs_blk(in, i);
 		if (b && b->ce && (b->ce->dirty || b->ce->flushing) &&
 		    (b->tier == TIER_NONE || b->csum == 0))
@@ -2724,7 +2721,8 @@ static void *flusher_main(void *arg)
 	return NULL;
 }
 
-/* Stop the committer once it has served the requests made so far. */
+/* Stop the committer; what it has not committed yet is the unmount's own
+ * commit's (cache_flush_all). */
 static void committer_stop(struct fs *fs)
 {
 	if (!fs->committer_running)

@@ -38,7 +38,7 @@ static bool disk_key(uint64_t key, void *arg)
 {
 	struct fs *fs = arg;
 	struct inode *in = fs_inode_find(fs, key >> KEY_IDX_BITS);
-	return !in || (in->home != fs->ram && !(in->attr.flags & META_F_VOLATILE));
+	return !in || fs_disk_homed(fs, in);
 }
 
 static void plan_drop(struct fs *fs)

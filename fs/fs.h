@@ -433,6 +433,13 @@ void fs_unmount_finish(struct fs *fs);
  * 3.14's limit. */
 #define FS_MAX_REQUEST (1u << 20)
 
+/* Whether IN's blocks go to a disk tier: its home is not RAM (a rule's
+ * gradients) and it is written back at all (not persistent = no). */
+static inline bool fs_disk_homed(const struct fs *fs, const struct inode *in)
+{
+	return in->home != fs->ram && !(in->attr.flags & META_F_VOLATILE);
+}
+
 /* Blocks the largest request spans: at least one. */
 static inline uint64_t fs_request_blocks(const struct fs *fs)
 {

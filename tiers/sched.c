@@ -54,12 +54,6 @@ void sched_push(struct sched *s, struct tier_io *io)
 	s->st.pushed[c]++;
 }
 
-/* The bucket an I/O draws on. */
-static unsigned io_dir(const struct tier_io *io)
-{
-	return io->op == TIER_OP_WRITE ? TIER_OP_WRITE : TIER_OP_READ;
-}
-
 /* ns until direction D's bucket lets one I/O through; 0 = now. */
 static uint64_t cap_wait(const struct sched *s, unsigned d, uint64_t now_ns)
 {
@@ -73,7 +67,7 @@ static uint64_t cap_wait(const struct sched *s, unsigned d, uint64_t now_ns)
  * has room. */
 static bool ready(const struct sched *s, int c, uint64_t now_ns)
 {
-	return s->head[c] && cap_wait(s, io_dir(s->head[c]), now_ns) == 0;
+	return s->head[c] && cap_wait(s, tier_io_dir(s->head[c]), now_ns) == 0;
 }
 
 /* The class to serve among those ready: an aged one if any rule says so,
@@ -142,7 +136,7 @@ struct tier_io *sched_pop(struct sched *s, uint64_t now_ns, uint64_t *wait_ns)
 		for (int k = 0; k < SCHED_NPRIO; k++) {
 			if (!s->head[k])
 				continue;
-			uint64_t w = cap_wait(s, io_dir(s->head[k]), now_ns);
+			uint64_t w = cap_wait(s, tier_io_dir(s->head[k]), now_ns);
 			if (w && (!wait || w < wait))
 				wait = w;
 		}
@@ -161,7 +155,7 @@ struct tier_io *sched_pop(struct sched *s, uint64_t now_ns, uint64_t *wait_ns)
 			s->skipped[o]++;
 	}
 	struct tier_io *io = s->head[c];
-	unsigned d = io_dir(io);
+	unsigned d = tier_io_dir(io);
 	if (s->cost_ns[d]) {
 		uint64_t tat = s->tat_ns[d] > now_ns ? s->tat_ns[d] : now_ns;
 		s->tat_ns[d] = tat + s->cost_ns[d];

@@ -271,7 +271,7 @@ int tier_submit(struct tier *t, struct tier_io *io)
 		io->csum = tier_checksum(io->buf, t->block_size);
 	io->submit_ns = tier_now_ns();
 	__atomic_add_fetch(&t->outstanding, 1, __ATOMIC_ACQ_REL);
-	unsigned dir = io->op == TIER_OP_WRITE ? TIER_OP_WRITE : TIER_OP_READ;
+	unsigned dir = tier_io_dir(io);
 	busy_get(t, dir);
 	int rc = t->be->submit(t, io);
 	if (rc) {
@@ -310,7 +310,7 @@ void tier_io_complete(struct tier_io *io, int result)
 		__atomic_add_fetch(&s->write_ns, dt, __ATOMIC_RELAXED);
 	}
 	io->result = result;
-	busy_put(t, io->op == TIER_OP_WRITE ? TIER_OP_WRITE : TIER_OP_READ);
+	busy_put(t, tier_io_dir(io));
 	/* io may be freed by done(): touch only t afterwards. */
 	io->done(io);
 	outstanding_put(t);

@@ -65,6 +65,12 @@ struct tier_io {
 	uint64_t submit_ns;
 };
 
+/* The direction an I/O counts in (its cap's bucket, its busy time). */
+static inline unsigned tier_io_dir(const struct tier_io *io)
+{
+	return io->op == TIER_OP_WRITE ? TIER_OP_WRITE : TIER_OP_READ;
+}
+
 struct tier_params {
 	const char *name;
 	enum tier_kind kind;
