@@ -47,6 +47,7 @@ static void plan_drop(struct fs *fs)
 	keepplan_free(fs->tail_plan);
 	fs->plan = fs->tail_plan = NULL;
 	fs->gap_mode = false;
+	fs->disk_demand_ns = fs->idle_from_ns = 0; /* no stretch spans two plans */
 }
 
 /* The keep plan of the cycle just learned, over the RAM the cache may keep
@@ -74,7 +75,7 @@ static void plan_build(struct fs *fs)
 	TFS_LOG("keep plan: %zu of %zu disk blocks stay in RAM across the step, spread along it "
 		"(%llu of %llu disk I/Os per step saved)",
 		st.kept, st.candidates, (unsigned long long)st.saved, (unsigned long long)st.ios);
-	if (!fs->conf.gap_plan)
+	if (fs->conf.gap_plan == CONF_GAP_NO)
 		return;
 	rc = keepplan_build_tail(keys, writes, n, disk_key, fs, budget, &fs->tail_plan);
 	if (rc)
@@ -358,6 +359,8 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 		order_get_stats(fs->order, &s);
 	struct keepplan_stats kps;
 	keepplan_get_stats(fs->plan, &kps);
+	static const char *const gap_plan[] = {"no", "yes", "auto"};
+	unsigned long long idle_after_ms = cache_idle_after(fs) / 1000000ULL;
 	unsigned long long pf = atomic_load(&fs->stats.prefetches),
 			   pf_hits = atomic_load(&fs->stats.prefetch_hits),
 			   pf_wasted = atomic_load(&fs->stats.prefetch_wasted);
@@ -368,10 +371,14 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	    buf, size,
 	    "order enabled=%s learned=%s cycle=%zu accesses=%llu "
 	    "predicted_ratio=%.4f learns=%llu relearns=%llu false_locks=%llu prefetches=%llu "
-	    "prefetch_hits=%llu prefetch_wasted=%llu plan_kept=%zu plan_blocks=%zu gap_mode=%s\n",
+	    "prefetch_hits=%llu prefetch_wasted=%llu plan_kept=%zu plan_blocks=%zu gap_plan=%s "
+	    "idle_stretches=%llu idle_worked=%llu idle_after_ms=%llu gap_mode=%s\n",
 	    enabled ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len,
 	    (unsigned long long)s.accesses, pred, (unsigned long long)s.learns,
 	    (unsigned long long)s.relearns, (unsigned long long)s.false_locks, pf, pf_hits,
-	    pf_wasted, kps.kept, kps.candidates, fs->gap_mode ? "yes" : "no");
+	    pf_wasted, kps.kept, kps.candidates, gap_plan[fs->conf.gap_plan],
+	    (unsigned long long)atomic_load(&fs->stats.idle_stretches),
+	    (unsigned long long)atomic_load(&fs->stats.idle_worked), idle_after_ms,
+	    fs->gap_mode ? "yes" : "no");
 	return n < 0 || (size_t)n >= size ? -ENOSPC : n;
 }

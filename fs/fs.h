@@ -168,6 +168,8 @@ struct fs_stats {
 	atomic_uint_fast64_t writes_adopted;
 	/* Victim searches, and the cache entries their walks visited. */
 	atomic_uint_fast64_t victim_scans, victim_visits;
+	/* stretches without disk requests between steps, and those worked */
+	atomic_uint_fast64_t idle_stretches, idle_worked;
 	/* Waits of a request for a RAM block (entry_alloc), and their summed
 	 * time: what a RAM tier too small, or a disk too slow to write back,
 	 * costs the application. */
@@ -270,8 +272,12 @@ struct fs {
 	 * guarded by lock: when a request last touched a block whose home is
 	 * a disk tier, the learner's clock (+1) when an idle stretch last
 	 * wrote everything back and read ahead all it could, and whether the
-	 * cache follows the tail plan for such stretches (gap mode). */
+	 * cache follows the tail plan for such stretches (gap mode); with
+	 * gap_plan = auto, the longest stretch that ended before its work;
+	 * when the stretch being worked began (0: none is). */
 	uint64_t disk_demand_ns;
+	uint64_t idle_short_ns;
+	uint64_t idle_from_ns;
 	uint64_t gap_ok_clock;
 	bool gap_mode;
 
@@ -335,10 +341,14 @@ int cache_pin(struct fs *fs, struct inode *in, int tier); /* no lock held */
 /* IN's home is no longer RAM: its blocks kept there become ordinary cache
  * entries, written back to the new home. Lock held. */
 void cache_rehome(struct fs *fs, struct inode *in);
-/* Whether no request has touched a disk-homed block for a while, so
- * background I/O has the disks to itself (learned order and a tail plan
+/* Whether no request has touched a disk-homed block, nor the persistent
+ * tiers had I/O, for a while (cache_idle_after), so background I/O has the
+ * disks to itself until the next request (learned order and a tail plan
  * only; cache.c "Idle disk"). Lock held. */
 bool cache_disk_idle(struct fs *fs);
+/* How long a stretch without disk requests lasts before it is put to work
+ * (cache.c, "Idle disk"), ns. Lock held. */
+uint64_t cache_idle_after(const struct fs *fs);
 /* Re-read every cached block's plan verdict: gap mode changed. Lock held. */
 void cache_replan(struct fs *fs);
 /* What the keep plan may promise to keep in RAM: the blocks a learned

@@ -818,8 +818,15 @@ static void policy_key(struct parse *p, const char *name, const char *v)
 			key_error(p, p->line, name, "'%s' is not yes or no", v);
 		break;
 	case PK_GAP_PLAN:
-		if (config_parse_bool(v, &c->gap_plan) < 0)
-			key_error(p, p->line, name, "'%s' is not yes or no", v);
+		if (!strcasecmp(v, "auto")) {
+			c->gap_plan = CONF_GAP_AUTO;
+		} else {
+			bool on;
+			if (config_parse_bool(v, &on) < 0)
+				key_error(p, p->line, name, "'%s' is not yes, no or auto", v);
+			else
+				c->gap_plan = on ? CONF_GAP_YES : CONF_GAP_NO;
+		}
 		break;
 	case PK_MAX_CYCLE:
 		if (parse_uint(v, 1024, 1u << 30, &x) < 0)
@@ -1156,7 +1163,7 @@ static void set_defaults(struct config *c)
 	c->ram_tier = -1;
 	c->learn = true;
 	c->keep_plan = true;
-	c->gap_plan = false;
+	c->gap_plan = CONF_GAP_AUTO;
 	c->prefetch_depth = 64;
 	for (int i = 0; i < CONF_MAX_TIERS; i++) {
 		struct conf_tier *t = &c->tiers[i];

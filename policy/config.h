@@ -27,6 +27,10 @@
 #define CONF_MAX_RULES 64
 #define CONF_NAME_MAX  64
 
+/* gap_plan: whether idle stretches between update phases are put to work.
+ * AUTO does so once they have been seen long enough to finish the work. */
+enum conf_gap_plan { CONF_GAP_NO, CONF_GAP_YES, CONF_GAP_AUTO };
+
 struct conf_tier {
 	char name[TIER_NAME_MAX];
 	enum tier_kind kind;
@@ -86,8 +90,9 @@ struct config {
 				       0 = the learner's default (2^18) */
 	bool keep_plan;		    /* plan which blocks stay in RAM across a learned
 				       step (policy/keepplan.h), default yes */
-	bool gap_plan;		    /* put the disks' idle time between steps to work
-				       (fs/cache.c "Idle disk"), default no */
+	/* put the disks' idle time between steps to work (fs/cache.c "Idle
+	 * disk"), default auto */
+	enum conf_gap_plan gap_plan;
 
 	/* [rule NAME] in file order; the first match wins. */
 	int nrules;

@@ -31,7 +31,7 @@
 #   BENCH_DIRTY    the tierfs mount's dirty_ratio [25]
 #   BENCH_LEARN    yes|no: the tierfs mount's learn (no = plain LRU, for A/B) [yes]
 #   BENCH_KEEP_PLAN yes|no: the tierfs mount's keep_plan (for A/B) [yes]
-#   BENCH_GAP_PLAN yes|no: the tierfs mount's gap_plan (with BENCH_COMPUTE) [no]
+#   BENCH_GAP_PLAN yes|no|auto: the tierfs mount's gap_plan (for A/B) [auto]
 #   BENCH_REPEAT   baseline/tierfs pairs [2]
 #   BENCH_VERIFY   1: check every file's content after each run [1]
 #   BENCH_T2_DIR   the second tier's directory [/dev/shm/tierfs-bench-t2]
@@ -273,7 +273,7 @@ stripe = $stripe
 prefetch_depth = ${BENCH_PREFETCH:-64}
 learn = ${BENCH_LEARN:-yes}
 keep_plan = ${BENCH_KEEP_PLAN:-yes}
-gap_plan = ${BENCH_GAP_PLAN:-no}
+gap_plan = ${BENCH_GAP_PLAN:-auto}
 
 [rule gradients]
 match = *_gradient_*.tensor.swp

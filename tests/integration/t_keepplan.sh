@@ -35,6 +35,9 @@ capacity = 2G
 
 [policy]
 stripe = nvme0
+# The idle time after the steps would be used to write everything back,
+# and the kept blocks are looked at then.
+gap_plan = no
 
 [rule gradients]
 match = *_gradient_*.tensor.swp

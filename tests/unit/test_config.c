@@ -198,7 +198,7 @@ static void test_all_keys(void **state)
 	assert_int_equal(cfg.prefetch_depth, 0);
 	assert_int_equal(cfg.learn_max_cycle, 2097152);
 	assert_false(cfg.keep_plan);
-	assert_true(cfg.gap_plan);
+	assert_int_equal(cfg.gap_plan, CONF_GAP_YES);
 
 	assert_int_equal(cfg.nrules, 2);
 	assert_string_equal(cfg.rules[0].name, "gradients");
@@ -226,7 +226,7 @@ static void test_defaults_implicit_ram(void **state)
 	assert_int_equal(cfg.prefetch_depth, 64);
 	assert_int_equal(cfg.learn_max_cycle, 0);
 	assert_true(cfg.keep_plan);
-	assert_false(cfg.gap_plan);
+	assert_int_equal(cfg.gap_plan, CONF_GAP_AUTO);
 	assert_int_equal(cfg.nrules, 0);
 
 	assert_int_equal(cfg.ntiers, 2);
@@ -266,6 +266,29 @@ static void test_ram_only(void **state)
 	assert_int_equal(cfg.ram_tier, 0);
 	assert_int_equal(cfg.nstripe, 0);
 	assert_false(cfg.tiers[0].implicit);
+}
+
+/* gap_plan's three values, in any case. */
+static void test_gap_plan_values(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *v;
+		enum conf_gap_plan want;
+	} cases[] = {{"no", CONF_GAP_NO},
+		     {"yes", CONF_GAP_YES},
+		     {"auto", CONF_GAP_AUTO},
+		     {"AUTO", CONF_GAP_AUTO},
+		     {"off", CONF_GAP_NO}};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[256];
+		snprintf(text, sizeof(text),
+			 "[mount]\nmetadata = @D@/meta\n[tier m]\ntype = ram\ncapacity = "
+			 "64M\n[policy]\ngap_plan = %s\n",
+			 cases[i].v);
+		assert_int_equal(load(text), 0);
+		assert_int_equal(cfg.gap_plan, cases[i].want);
+	}
 }
 
 /* Comments, indentation, CRLF, inline ';' comments, a long path line: the
@@ -559,7 +582,7 @@ static const struct bad bads[] = {
     {POSIX_A "[policy]\nprefetch_depth = 65537\n", 5, "key 'prefetch_depth'", "0 to 65536"},
     {POSIX_A "[policy]\nlearn_max_cycle = 1000\n", 5, "key 'learn_max_cycle'", "1024 to"},
     {POSIX_A "[policy]\nkeep_plan = some\n", 5, "key 'keep_plan'", "'some' is not yes or no"},
-    {POSIX_A "[policy]\ngap_plan = 2\n", 5, "key 'gap_plan'", "'2' is not yes or no"},
+    {POSIX_A "[policy]\ngap_plan = 2\n", 5, "key 'gap_plan'", "'2' is not yes, no or auto"},
     {POSIX_A "just some words\n", 4, "", "syntax error"},
     {"type = posix\n", 1, "key 'type'", "outside any section"},
     {"[tier x]\npath = @D@/a\n", 1, "section [tier x]", "missing required key 'type'"},
@@ -615,6 +638,7 @@ int main(void)
 	T(test_all_keys);
 	T(test_defaults_implicit_ram);
 	T(test_ram_only);
+	T(test_gap_plan_values);
 	T(test_syntax_and_line_numbers);
 	T(test_cannot_read);
 	T(test_parse_size);
