@@ -38,6 +38,8 @@
 #   BENCH_T2_CAP   its max_bandwidth per second, each way [512M]
 #   BENCH_T2_SIZE  size of the striped file [1G]
 #   BENCH_PROBE_SIZE  bytes of the disk bandwidth probe [1G]
+#   BENCH_TRACE    1: tierfs runs write tierfs-replay's --trace (each transfer's
+#                  and Adam pass's times) to build/bench/SETUP-REP.trace [0]
 #   BENCH_SKIP     space-separated phases to skip: baseline tierfs tierfs2p two_tier
 #                  (tierfs2p: the tierfs run again with a second persistent
 #                  path, BENCH_T2_DIR capped at BENCH_T2_CAP/s each way, standing in
@@ -73,6 +75,7 @@ BENCH_T2_CAP=${BENCH_T2_CAP:-512M}
 BENCH_T2_SIZE=${BENCH_T2_SIZE:-1G}
 BENCH_PROBE_SIZE=${BENCH_PROBE_SIZE:-1G}
 BENCH_SKIP=${BENCH_SKIP:-}
+BENCH_TRACE=${BENCH_TRACE:-0}
 BENCH_DISK_BPS=${BENCH_DISK_BPS:-}
 CG= CG_ROOT= DISK_BPS=0 # the throttled cgroup, when BENCH_DISK_BPS is set
 BLOCK=1M
@@ -317,6 +320,7 @@ run_tierfs() {
 	fi
 	local stats=()
 	[ -e "$MNT/.tierfs/stats" ] && stats=(--stats "$MNT/.tierfs/stats" --stats-out "$OUT/$setup-$rep.stats")
+	[ "$BENCH_TRACE" = 1 ] && stats+=(--trace "$OUT/$setup-$rep.trace")
 	if ! run "$REPLAY" --dir "$MNT" "${REPLAY_ARGS[@]}" "${stats[@]}" --json "$OUT/$setup-$rep.json"; then
 		echo "failed: replay exited with an error (daemon log: $OUT/$setup-$rep.log)" >"$OUT/$setup-$rep.status"
 		say "$setup $rep: replay FAILED"
