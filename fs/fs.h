@@ -163,6 +163,7 @@ struct fs_stats {
 	/* Metadata commits of write-backs and their time: each waits for the
 	 * metadata disk (LMDB syncs its data pages). */
 	atomic_uint_fast64_t commits, commit_ns;
+	atomic_uint_fast64_t commits_forced; /* background, no quiet moment found */
 	/* Whole-block writes whose data the FUSE loop received straight into
 	 * a RAM slot, which the block took instead of a copy. */
 	atomic_uint_fast64_t writes_adopted;

@@ -8,7 +8,10 @@
 #     the interval allows;
 #   - a kill -9 right after leaves every file whole or as last committed
 #     (empty), never with blocks that were not committed; fsync'd files are
-#     whole whatever the interval.
+#     whole whatever the interval;
+#   - a due commit waits for a moment when the tiers idle: while a capped
+#     tier reads without a pause, commits still come (commits_forced counts
+#     them), and once it idles they wait for that again.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -84,4 +87,48 @@ sys.exit(1 if bad else 0)
 PYEOF
 check "every file whole or as last committed, none half-committed" "$PY" "$T/whole.py" "$MNT" 30
 check "unmount clean (long interval)" umount_fs
+# 3. A tier kept busy: a 64 MiB file read back at 8 MiB/s, 8 s without a
+#    pause, while small files are written (and written back) beside it.
+rm -rf "$T/meta" "$T/nvme0"
+default_conf | mount_key 'flush_interval = 0.05' | mount_key 'commit_interval = 0.3' |
+	sed 's|^capacity = 2G$|&\nmax_bandwidth_read = 8M/s|' >"$T/b.conf"
+mount_fs "$T/b.conf" || { fail "mount (busy tier)"; tap_exit; exit 1; }
+head -c $((64 * M)) /dev/urandom >"$T/big.want"
+check "big written and fsync'd" "$PY" "$T/fsync.py" "$MNT/big" "$T/big.want"
+check "unmount (busy tier)" umount_fs
+mount_fs "$T/b.conf" || { fail "remount (busy tier)"; tap_exit; exit 1; }
+forced() { stat_field cache commits_forced; }
+c0=$(commits) f0=$(forced)
+dd if="$MNT/big" of=/dev/null bs=1M 2>/dev/null &
+reader=$!
+sleep 0.5
+for i in $(seq 8); do
+	head -c $M /dev/urandom >"$T/s$i.want"
+	cp "$T/s$i.want" "$MNT/s$i"
+	sleep 0.3
+done
+check "the small files written back" wait_for nothing_dirty
+c1=$(commits) f1=$(forced)
+busy=no
+kill -0 $reader 2>/dev/null && busy=yes
+echo "# $((c1 - c0)) commits, $((f1 - f0)) of them forced, while the tier read (still reading: $busy)"
+check "the read was still going" test $busy = yes
+check "commits went on while the tier never idled ($c0 then $c1)" test $((c1 - c0)) -ge 2
+check "some went without a quiet moment ($f0 then $f1)" test "$f1" -gt "$f0"
+check "the read finished" wait $reader
+sleep 1 # a commit due now finds the tier idle
+f2=$(forced)
+head -c $M /dev/urandom >"$T/s9.want"
+cp "$T/s9.want" "$MNT/s9"
+check "one more written back" wait_for nothing_dirty
+sleep 1
+c3=$(commits) f3=$(forced)
+check "once the tier idles, commits wait for it again ($f2 then $f3 forced)" test "$f3" = "$f2"
+check "the last write-back was committed ($c1 then $c3)" test "$c3" -gt "$c1"
+check "kill -9 (busy tier)" crash_fs
+mount_fs "$T/b.conf" || { fail "remount after kill -9 (busy tier)"; tap_exit; exit 1; }
+same=0
+for i in $(seq 9); do cmp -s "$T/s$i.want" "$MNT/s$i" && same=$((same + 1)); done
+check "the 9 small files intact after the crash ($same)" test $same = 9
+check "unmount clean (busy tier)" umount_fs
 tap_exit
