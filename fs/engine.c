@@ -236,9 +236,12 @@ static void *prefetcher_main(void *arg)
 		TFS_LOG("prefetch: out of memory, prefetch disabled");
 		return NULL;
 	}
+	bool again = false; /* look again at once: gap mode just came on */
 	pthread_mutex_lock(&fs->lock);
 	while (!fs->stopping) {
-		pthread_cond_wait(&fs->prefetch_cond, &fs->lock);
+		if (!again)
+			pthread_cond_wait(&fs->prefetch_cond, &fs->lock);
+		again = false;
 		if (fs->stopping || !fs->learned)
 			continue;
 		/* Between steps the next accesses are gradient writes, in
@@ -290,6 +293,8 @@ static void *prefetcher_main(void *arg)
 			else if (rc > 0)
 				none_after = UINT64_MAX;
 		}
+		if (idle && cache_idle_progress(fs))
+			again = true;
 	}
 	pthread_mutex_unlock(&fs->lock);
 	free(keys);

@@ -350,6 +350,10 @@ bool cache_disk_idle(struct fs *fs);
 /* How long a stretch without disk requests lasts before it is put to work
  * (cache.c, "Idle disk"), ns. Lock held. */
 uint64_t cache_idle_after(const struct fs *fs);
+/* In an idle stretch being worked: whether it has just finished its work
+ * and turned gap mode on, so that read-ahead may now take more RAM. Lock
+ * held. */
+bool cache_idle_progress(struct fs *fs);
 /* Re-read every cached block's plan verdict: gap mode changed. Lock held. */
 void cache_replan(struct fs *fs);
 /* What the keep plan may promise to keep in RAM: the blocks a learned

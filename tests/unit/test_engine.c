@@ -74,6 +74,12 @@ uint64_t cache_idle_after(const struct fs *fs)
 	return 0;
 }
 
+bool cache_idle_progress(struct fs *fs)
+{
+	(void)fs;
+	return false;
+}
+
 struct inode *fs_inode_find(struct fs *fs, uint64_t ino)
 {
 	(void)fs;
