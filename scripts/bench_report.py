@@ -596,9 +596,15 @@ def cmd_report(args):
             parts.append("%s %.0f%% read, %.0f%% write" % (t, 100 * fr["read"], 100 * fr["write"]))
         com = [su.get("cache.commits") for _, su in r["tierfs_steps"]]
         cms = [su.get("cache.commit_ms") for _, su in r["tierfs_steps"]]
+        forced = [su.get("cache.commits_forced") for _, su in r["tierfs_steps"]]
         if None not in com and None not in cms and com:
             r["commits_per_step"], r["commit_s_per_step"] = mean(com), mean(cms) / 1000
-            parts.append("%.1f metadata commits (%.2f s)" % (r["commits_per_step"], r["commit_s_per_step"]))
+            parts.append("%.1f metadata commits (%.2f s%s)" % (
+                r["commits_per_step"], r["commit_s_per_step"],
+                ", %.1f forced" % mean(forced) if None not in forced else ""))
+        # each averaged step's own time: a one-off (the step gap mode
+        # begins in, a commit) shows apart from the steady ones
+        parts.append("steps " + " ".join("%.2f" % u for u in upd))
         if parts:
             busy_lines.append("  %s %d: %s" % (r["setup"], r["rep"], "; ".join(parts)))
     if busy_lines:
