@@ -434,6 +434,11 @@ static void idle_ended(struct fs *fs, uint64_t len, uint64_t clock, uint64_t now
 		fs->gap_ok_clock = clock + 1;
 		return;
 	}
+	/* Gap mode needs the stretch before each step to finish: one that
+	 * came on in this stretch (cache_idle_progress), with more to read
+	 * ahead than the keep plan had left it, goes off again before the
+	 * step that would have begun without its reads. */
+	fs->gap_ok_clock = 0;
 	if (fs->conf.gap_plan != CONF_GAP_AUTO || quiet <= fs->idle_short_ns)
 		return;
 	fs->idle_short_ns = quiet;
