@@ -26,7 +26,7 @@
 #   BENCH_COMPUTE  seconds of forward+backward compute per step, spread over the
 #                  gradient writes: disk time a real step leaves between two
 #                  update phases, which a cache could use and a plain directory
-#                  cannot (tierfs does not yet) [0: the update phases back to back]
+#                  cannot (tierfs does: gap_plan) [0: the update phases back to back]
 #   BENCH_PREFETCH the tierfs mount's prefetch_depth [64]; 0 turns prefetch off
 #   BENCH_DIRTY    the tierfs mount's dirty_ratio [25]
 #   BENCH_LEARN    yes|no: the tierfs mount's learn (no = plain LRU, for A/B) [yes]
