@@ -402,11 +402,11 @@ bool cache_disk_idle(struct fs *fs)
 		return false;
 	if (fs->idle_from_ns)
 		return true; /* worked until the next request: the work keeps the tiers busy */
-	uint64_t now = tier_now_ns(), after = cache_idle_after(fs), quiet = tiers_idle_ns(fs);
-	if (now - fs->disk_demand_ns < after || quiet < after)
+	uint64_t now = tier_now_ns(), after = cache_idle_after(fs);
+	uint64_t since = now - fs->disk_demand_ns, quiet = tiers_idle_ns(fs); /* MAX: never busy */
+	if (since < after || quiet < after)
 		return false;
-	uint64_t from = now - quiet;
-	fs->idle_from_ns = from > fs->disk_demand_ns ? from : fs->disk_demand_ns;
+	fs->idle_from_ns = now - (quiet < since ? quiet : since);
 	return true;
 }
 
