@@ -418,11 +418,14 @@ static bool idle_done(const struct fs *fs)
 	       !fs->prefetch_inflight;
 }
 
-/* A request ended a stretch of LEN ns without one, at learner clock CLOCK
- * and time NOW. Lock held. */
-static void idle_ended(struct fs *fs, uint64_t len, uint64_t clock, uint64_t now)
+/* A request at time NOW, learner clock CLOCK, ended the stretch without
+ * one since disk_demand_ns (none before the plan's first request). Lock
+ * held. */
+static void idle_ended(struct fs *fs, uint64_t clock, uint64_t now)
 {
-	if (len >= DISK_IDLE_NS)
+	if (!fs->disk_demand_ns)
+		return;
+	if (now - fs->disk_demand_ns >= DISK_IDLE_NS)
 		atomic_fetch_add(&fs->stats.idle_stretches, 1);
 	if (!fs->idle_from_ns)
 		return; /* not worked */
@@ -482,8 +485,7 @@ static void disk_demand(struct fs *fs, const struct inode *in)
 	bool gap = false;
 	if (fs->learned) {
 		uint64_t clock = engine_now(fs);
-		if (fs->disk_demand_ns)
-			idle_ended(fs, now - fs->disk_demand_ns, clock, now);
+		idle_ended(fs, clock, now);
 		gap = fs->gap_ok_clock &&
 		      clock + 1 - fs->gap_ok_clock <= engine_cycle_len(fs) / 4 * 5;
 	}

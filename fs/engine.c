@@ -366,6 +366,7 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	keepplan_get_stats(fs->plan, &kps);
 	static const char *const gap_plan[] = {"no", "yes", "auto"};
 	unsigned long long idle_after_ms = cache_idle_after(fs) / 1000000ULL;
+	bool gap_mode = fs->gap_mode;
 	unsigned long long pf = atomic_load(&fs->stats.prefetches),
 			   pf_hits = atomic_load(&fs->stats.prefetch_hits),
 			   pf_wasted = atomic_load(&fs->stats.prefetch_wasted);
@@ -384,6 +385,6 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	    pf_wasted, kps.kept, kps.candidates, gap_plan[fs->conf.gap_plan],
 	    (unsigned long long)atomic_load(&fs->stats.idle_stretches),
 	    (unsigned long long)atomic_load(&fs->stats.idle_worked), idle_after_ms,
-	    fs->gap_mode ? "yes" : "no");
+	    gap_mode ? "yes" : "no");
 	return n < 0 || (size_t)n >= size ? -ENOSPC : n;
 }

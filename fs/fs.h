@@ -169,7 +169,9 @@ struct fs_stats {
 	atomic_uint_fast64_t writes_adopted;
 	/* Victim searches, and the cache entries their walks visited. */
 	atomic_uint_fast64_t victim_scans, victim_visits;
-	/* stretches without disk requests between steps, and those worked */
+	/* Stretches of DISK_IDLE_NS or more without a request for a disk-homed
+	 * block (inside update phases too), and those worked (cache.c "Idle
+	 * disk"). */
 	atomic_uint_fast64_t idle_stretches, idle_worked;
 	/* Waits of a request for a RAM block (entry_alloc), and their summed
 	 * time: what a RAM tier too small, or a disk too slow to write back,
