@@ -404,7 +404,7 @@ bool cache_disk_idle(struct fs *fs)
 		return true; /* worked until the next request: the work keeps the tiers busy */
 	uint64_t now = tier_now_ns(), after = cache_idle_after(fs);
 	uint64_t since = now - fs->disk_demand_ns, quiet = tiers_idle_ns(fs); /* MAX: never busy */
-	if (since < after || quiet < after)
+	if (since < after || quiet < after || !engine_in_gap(fs))
 		return false;
 	fs->idle_from_ns = now - (quiet < since ? quiet : since);
 	return true;

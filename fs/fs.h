@@ -279,6 +279,9 @@ struct fs {
 	 * gap_plan = auto, the longest stretch that ended before its work;
 	 * when the stretch being worked began (0: none is). */
 	uint64_t disk_demand_ns;
+	/* The learned cycle's longest run of accesses to blocks whose home
+	 * is not a disk (the backward pass), 0 without a tail plan; lock. */
+	size_t gap_run;
 	uint64_t idle_short_ns;
 	uint64_t idle_from_ns;
 	uint64_t gap_ok_clock;
@@ -393,6 +396,11 @@ uint8_t engine_plan(struct fs *fs, uint64_t ino, uint64_t idx);
  * whole next update (82-196 blocks read ahead a step instead of 800 on the
  * bench with 2.4 s of compute). Lock held. */
 void engine_idle_ended(struct fs *fs);
+/* Whether the learned order stands in the step's gap: the run of accesses
+ * to blocks not homed on a disk around its position is at least half the
+ * cycle's longest (fs->gap_run). True when no plan says (nothing to
+ * tell by). Lock held. */
+bool engine_in_gap(struct fs *fs);
 /* The learner's clock, the unit of next_read (0 when learning is off). */
 uint64_t engine_now(struct fs *fs); /* lock held */
 /* Block accesses in one learned cycle, 0 when none is learned. Lock held. */

@@ -840,6 +840,11 @@ size_t order_upcoming(const struct order *o, size_t n, uint64_t *keys)
 	return n;
 }
 
+size_t order_position(const struct order *o)
+{
+	return o->learned ? o->cur : 0;
+}
+
 size_t order_upcoming_reads(const struct order *o, size_t n, uint64_t *keys, uint32_t *dist)
 {
 	size_t got = 0;

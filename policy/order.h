@@ -132,6 +132,9 @@ size_t order_cycle(const struct order *o, const uint64_t **keys, const uint8_t *
 /* Up to N keys predicted next, in order (from the current position, at
  * most one cycle). Returns how many were written; 0 when not learned. */
 size_t order_upcoming(const struct order *o, size_t n, uint64_t *keys);
+/* Where in the cycle (order_cycle's arrays) the next expected access is;
+ * 0 when not learned. */
+size_t order_position(const struct order *o);
 
 /* Up to N keys whose predicted next access reads them, in order, with
  * DIST[i] the accesses until then; writes are stepped over (at most one

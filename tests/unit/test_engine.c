@@ -7,6 +7,11 @@
  * engine_cycle_len); freeing it without the lock was a use-after-free,
  * which the ASan build of this test reports. The cache and inode calls the
  * engine makes are stubbed: only the learner and its lock are under test.
+ *
+ * engine_in_gap: an idle stretch is worked as the gap between steps only
+ * where the order stands in the cycle's long run of RAM-only accesses (the
+ * backward pass), not in a short one (the update's gradient reads) nor
+ * among disk accesses.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -80,11 +85,16 @@ bool cache_idle_progress(struct fs *fs)
 	return false;
 }
 
+/* Inode 2 is homed in RAM (a rule's gradients); every other inode is not
+ * in the table, which the engine counts as on disk. */
+static struct inode g_ram_inode;
+
 struct inode *fs_inode_find(struct fs *fs, uint64_t ino)
 {
-	(void)fs;
-	(void)ino;
-	return NULL;
+	if (ino != 2)
+		return NULL;
+	g_ram_inode.home = fs->ram;
+	return &g_ram_inode;
 }
 
 static atomic_int g_started, g_done;
@@ -140,10 +150,82 @@ static void stop_while_read(void **state)
 	}
 }
 
+/* One step: 32 disk blocks, 16 RAM blocks (the backward), 32 disk blocks
+ * more, 4 RAM blocks (a sub-group's gradient reads). advance_to makes the
+ * step's accesses from where the last call left off, the step over and
+ * over, up to and including block BLK of inode INO (-1: a whole step). */
+static const struct {
+	int ino;
+	uint64_t from, to;
+	bool write;
+} g_step[] = {{1, 0, 32, false}, {2, 0, 16, true}, {1, 32, 64, false}, {2, 16, 20, false}};
+static size_t g_run, g_blk; /* where the next access is: g_step[g_run], block g_blk */
+
+static void advance_to(struct fs *fs, int ino, uint64_t blk)
+{
+	size_t n = 0;
+	for (;;) {
+		if (g_blk == g_step[g_run].to) {
+			g_run = (g_run + 1) % (sizeof(g_step) / sizeof(g_step[0]));
+			g_blk = g_step[g_run].from;
+		}
+		int i = g_step[g_run].ino;
+		uint64_t b = g_blk++;
+		engine_access(fs, (uint64_t)i, b, g_step[g_run].write);
+		n++;
+		if (ino < 0 ? n == 84 : i == ino && b == blk)
+			return;
+	}
+}
+
+static void gap_position(void **state)
+{
+	(void)state;
+	static struct fs fs;
+	memset(&fs, 0, sizeof(fs));
+	fs.conf.learn = true;
+	fs.conf.keep_plan = true;
+	fs.conf.gap_plan = CONF_GAP_AUTO;
+	fs.conf.prefetch_depth = 0;
+	fs.ram = 0;
+	assert_int_equal(pthread_mutex_init(&fs.lock, NULL), 0);
+	assert_int_equal(pthread_cond_init(&fs.cond, NULL), 0);
+	assert_int_equal(engine_init(&fs), 0);
+	pthread_mutex_lock(&fs.lock);
+	g_run = 0;
+	g_blk = 0;
+	for (int step = 0; step < 6; step++)
+		advance_to(&fs, -1, 0);
+	assert_true(fs.learned);
+	assert_non_null(fs.tail_plan);
+	assert_int_equal(fs.gap_run, 16);
+	/* Next: the first RAM block of the long run. */
+	advance_to(&fs, 1, 31);
+	assert_true(engine_in_gap(&fs));
+	/* Within it, and at its last block. */
+	advance_to(&fs, 2, 7);
+	assert_true(engine_in_gap(&fs));
+	advance_to(&fs, 2, 14);
+	assert_true(engine_in_gap(&fs));
+	/* Among the disk accesses. */
+	advance_to(&fs, 1, 40);
+	assert_false(engine_in_gap(&fs));
+	/* Before the short RAM run, and in it. */
+	advance_to(&fs, 1, 63);
+	assert_false(engine_in_gap(&fs));
+	advance_to(&fs, 2, 17);
+	assert_false(engine_in_gap(&fs));
+	pthread_mutex_unlock(&fs.lock);
+	engine_stop(&fs);
+	pthread_cond_destroy(&fs.cond);
+	pthread_mutex_destroy(&fs.lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(stop_while_read),
+	    cmocka_unit_test(gap_position),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
