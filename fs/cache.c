@@ -318,13 +318,25 @@ static bool evictable(const struct centry *e, bool allow_pinned)
  * access, a rank far behind): the block is treated as not needed soon.
  * Within the learner's tolerance, a late read is ordinary drift between
  * ranks or between a rank's reader and writer; the learner itself still
- * counts it as on time, so the cache must not call it stale sooner. */
+ * counts it as on time, so the cache must not call it stale sooner.
+ *
+ * A block read and not yet overwritten is dead (engine_next_read), the
+ * first to go, except in gap mode when the tail plan keeps the write that
+ * comes: that write takes over the block's RAM (writes_adopted), and
+ * without it waits for a slot. Ranked by its write, the dead blocks of the
+ * step's last sub-groups stay while other clean blocks, read only in the
+ * next step (and taken by the gap's read-ahead anyway), go first. When
+ * they went first, whatever the update's last iterations needed took them,
+ * and the last sub-group's writes waited for the disk (the bench: in two
+ * steps of three, 0.6-0.7 s where the third took 0.04 s). */
 static uint64_t next_read_of(const struct fs *fs, const struct centry *e, uint64_t stale)
 {
-	(void)fs; /* the signature farthest() takes, as keep_until's */
-	if (e->next_read != UINT64_MAX && e->next_read < stale)
+	uint64_t t = e->next_read;
+	if (t == UINT64_MAX && fs->gap_mode && e->plan == KEEPPLAN_KEEP)
+		t = e->next_use;
+	if (t != UINT64_MAX && t < stale)
 		return UINT64_MAX - 1;
-	return e->next_read;
+	return t;
 }
 
 /* How far a block the keep plan leaves out ranks behind the ones it keeps,
