@@ -430,6 +430,43 @@ static bool idle_done(const struct fs *fs)
 	       !fs->prefetch_inflight;
 }
 
+/* How long gap mode's own work takes in a stretch: the tail plan's RAM
+ * written back and as much read ahead, one after the other, at the rates
+ * the persistent tiers sustained while busy so far (their stats), or 0
+ * before they have any. A stretch that finished the work of the keep plan
+ * (what is dirty outside gap mode, and read-ahead into free RAM) may be
+ * too short for that: with the update phases back to back and two paths,
+ * the first 0.6 s stretch did it, the next step ran in gap mode, and the
+ * stretch after it ended short (the bench: that step took 4.0-4.3 s, the
+ * steps around it 2.6-2.9 s). Lock held. */
+static uint64_t gap_work_ns(struct fs *fs)
+{
+	double rate[2] = {0, 0};
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		if (!tier_persistent(fs->tiers[i]))
+			continue;
+		struct tier_stats st;
+		tier_get_stats(fs->tiers[i], &st);
+		if (st.busy_ns[TIER_OP_READ])
+			rate[TIER_OP_READ] += (double)st.bytes_read / (double)st.busy_ns[TIER_OP_READ];
+		if (st.busy_ns[TIER_OP_WRITE])
+			rate[TIER_OP_WRITE] +=
+			    (double)st.bytes_written / (double)st.busy_ns[TIER_OP_WRITE];
+	}
+	if (rate[TIER_OP_READ] <= 0 || rate[TIER_OP_WRITE] <= 0)
+		return 0;
+	double bytes = (double)cache_plan_budget(fs) * fs->bs;
+	return (uint64_t)(bytes / rate[TIER_OP_READ] + bytes / rate[TIER_OP_WRITE]);
+}
+
+/* Whether a stretch of LEN ns holds gap mode's work, with the quarter to
+ * spare that auto's threshold has. Lock held. */
+static bool gap_fits(struct fs *fs, uint64_t len)
+{
+	uint64_t need = gap_work_ns(fs);
+	return len >= need + need / 4;
+}
+
 /* A request at time NOW, learner clock CLOCK, ended the stretch without
  * one since disk_demand_ns (none before the plan's first request). Lock
  * held. */
@@ -446,7 +483,8 @@ static void idle_ended(struct fs *fs, uint64_t clock, uint64_t now)
 	atomic_fetch_add(&fs->stats.idle_worked, 1);
 	engine_idle_ended(fs);
 	if (idle_done(fs)) {
-		fs->gap_ok_clock = clock + 1;
+		/* Worth working; gap mode only if its own work fits too. */
+		fs->gap_ok_clock = gap_fits(fs, quiet) ? clock + 1 : 0;
 		return;
 	}
 	/* Gap mode needs the stretch before each step to finish: one that
@@ -477,23 +515,56 @@ static void gap_mode_set(struct fs *fs, bool gap)
  * the request that ends it: outside gap mode read-ahead leaves the keep
  * plan's blocks alone, so that stretch read ahead less, and the first
  * step in gap mode began with half its first reads still on disk (the
- * bench: its update phase 0.5 s longer than the next ones'). */
+ * bench: its update phase 0.5 s longer than the next ones'). Only where
+ * the gaps are long enough for gap mode's own work (gap_fits), though: the
+ * longest seen lately between requests for disk blocks, or this stretch
+ * once it lasts that long. A stretch that held just the keep plan's work,
+ * as 0.6 s did on two paths with the update phases back to back, turned it
+ * on, read-ahead took the kept blocks' RAM, and the next step ran 1.3 s
+ * longer. */
 bool cache_idle_progress(struct fs *fs)
 {
 	if (fs->gap_mode || !fs->idle_from_ns || !idle_done(fs))
+		return false;
+	uint64_t len = tier_now_ns() - fs->idle_from_ns;
+	if (!gap_fits(fs, len > fs->gap_seen_ns ? len : fs->gap_seen_ns))
 		return false;
 	fs->gap_ok_clock = engine_now(fs) + 1;
 	gap_mode_set(fs, true);
 	return true;
 }
 
+/* A request for a disk-homed block at NOW: keep the longest time between
+ * two such requests, the tiers idle at its end (not a step stalled on a
+ * metadata sync), within the last two cycles (any, before one is
+ * learned), for cache_idle_progress. Lock held. */
+static void gap_seen(struct fs *fs, uint64_t now)
+{
+	uint64_t clock = engine_now(fs), len = fs->disk_req_ns ? now - fs->disk_req_ns : 0;
+	size_t cycle = engine_cycle_len(fs);
+	bool expired = cycle && clock - fs->gap_seen_clock > 2 * cycle;
+	fs->disk_req_ns = now;
+	if (len <= fs->gap_seen_ns && !expired)
+		return;
+	uint64_t idle = tiers_idle_ns(fs);
+	if (idle < len)
+		len = idle;
+	if (len > fs->gap_seen_ns || expired) {
+		fs->gap_seen_ns = len;
+		fs->gap_seen_clock = clock;
+	}
+}
+
 /* A request touches IN's blocks: a disk-homed IN ends an idle stretch, and
  * the stretch's outcome sets gap mode. Lock held. */
 static void disk_demand(struct fs *fs, const struct inode *in)
 {
-	if (!fs->tail_plan || !fs_disk_homed(fs, in))
+	if (!fs_disk_homed(fs, in))
 		return;
 	uint64_t now = tier_now_ns();
+	gap_seen(fs, now);
+	if (!fs->tail_plan)
+		return;
 	bool gap = false;
 	if (fs->learned) {
 		uint64_t clock = engine_now(fs);

@@ -279,6 +279,10 @@ struct fs {
 	 * gap_plan = auto, the longest stretch that ended before its work;
 	 * when the stretch being worked began (0: none is). */
 	uint64_t disk_demand_ns;
+	/* When a request last touched a disk-homed block (learned or not),
+	 * and the longest time between two such within the last two cycles,
+	 * with the learner's clock when it was seen (cache.c gap_seen); lock. */
+	uint64_t disk_req_ns, gap_seen_ns, gap_seen_clock;
 	/* The learned cycle's longest run of accesses to blocks whose home
 	 * is not a disk (the backward pass), 0 without a tail plan; lock. */
 	size_t gap_run;
