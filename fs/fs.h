@@ -283,6 +283,9 @@ struct fs {
 	 * and the longest time between two such within the last two cycles,
 	 * with the learner's clock when it was seen (cache.c gap_seen); lock. */
 	uint64_t disk_req_ns, gap_seen_ns, gap_seen_clock;
+	/* When the last commit (cache.c commit_run) began and ended: one in
+	 * an idle stretch leaves it unjudged. Atomic: set outside lock. */
+	_Atomic uint64_t commit_began_ns, commit_ended_ns;
 	/* The learned cycle's longest run of accesses to blocks whose home
 	 * is not a disk (the backward pass), 0 without a tail plan; lock. */
 	size_t gap_run;
