@@ -448,7 +448,8 @@ static uint64_t gap_work_ns(struct fs *fs)
 		struct tier_stats st;
 		tier_get_stats(fs->tiers[i], &st);
 		if (st.busy_ns[TIER_OP_READ])
-			rate[TIER_OP_READ] += (double)st.bytes_read / (double)st.busy_ns[TIER_OP_READ];
+			rate[TIER_OP_READ] +=
+			    (double)st.bytes_read / (double)st.busy_ns[TIER_OP_READ];
 		if (st.busy_ns[TIER_OP_WRITE])
 			rate[TIER_OP_WRITE] +=
 			    (double)st.bytes_written / (double)st.busy_ns[TIER_OP_WRITE];
