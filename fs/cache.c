@@ -2352,10 +2352,11 @@ static int commit_run(struct fs *fs, bool *wrote)
 	uint64_t t0 = tier_now_ns();
 	atomic_store(&fs->commit_began_ns, t0);
 	int rc = commit_locked(fs, wrote);
-	atomic_store(&fs->commit_ended_ns, tier_now_ns());
+	uint64_t t1 = tier_now_ns();
+	atomic_store(&fs->commit_ended_ns, t1);
 	if (*wrote) {
 		atomic_fetch_add(&fs->stats.commits, 1);
-		atomic_fetch_add(&fs->stats.commit_ns, tier_now_ns() - t0);
+		atomic_fetch_add(&fs->stats.commit_ns, t1 - t0);
 	}
 	pthread_mutex_unlock(&g_commit_lock);
 	return rc;
