@@ -296,6 +296,7 @@ struct fs {
 	uint64_t idle_from_ns;
 	uint64_t gap_ok_clock;
 	bool gap_mode;
+	uint64_t gap_on_ns; /* when gap mode last came on; lock */
 
 	struct fs_stats stats;
 	void *zero; /* one block of zeros, read-only replies for holes */
