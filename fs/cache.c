@@ -2715,29 +2715,6 @@ static bool tiers_quiet(struct fs *fs)
 /* How many intervals a due commit may wait at most for a quiet moment. */
 #define COMMIT_WAIT_MAX 6
 
-/* commit_interval = auto: commits take at most 1/COMMIT_SHARE of the time,
- * the interval stretched up to COMMIT_STRETCH_MAX_NS. A commit syncs the
- * metadata disk, and where that disk's flush is slow (the bench's VM: the
- * host writes back its cache behind the virtual disk, 0.5-1.8 s a sync
- * while a step writes) one that fell in an update phase cost the step about
- * as long again (back-to-back update phases of 5.4 s: 6.9-7.0 s with a 1.3
- * or 1.8 s commit), and one in the idle stretch between steps could run on
- * into the next. The kernel leaves dirty pages unwritten for 30 s. */
-#define COMMIT_SHARE	      20
-#define COMMIT_STRETCH_MAX_NS (30 * 1000000000ULL)
-
-/* The interval before the next background commit: EVERY, or with auto the
- * time COST (what commits have taken of late, by their peak) times
- * COMMIT_SHARE, within EVERY and COMMIT_STRETCH_MAX_NS. */
-static uint64_t commit_every(const struct fs *fs, uint64_t every, uint64_t cost)
-{
-	if (!fs->conf.commit_auto)
-		return every;
-	uint64_t want = cost < COMMIT_STRETCH_MAX_NS / COMMIT_SHARE ? cost * COMMIT_SHARE
-								    : COMMIT_STRETCH_MAX_NS;
-	return want > every ? want : every;
-}
-
 /* Serves commit_soon: one commit that finds work to do per
  * commit_interval at most (one that finds none, as after most idle ticks,
  * does not count). A due commit waits for a moment when the persistent
@@ -2749,12 +2726,10 @@ static uint64_t commit_every(const struct fs *fs, uint64_t every, uint64_t cost)
  * its moment sets it to a quarter more than it took (at least an
  * interval). Steps longer than an interval thus get their commits between
  * them: a commit due 5 s into an 8 s step would otherwise go at 10 s, in
- * the middle of the next update phase, about one step in three. With
- * commit_interval = auto the interval stretches so that commits take a
- * twentieth of the time at most (commit_every). The window in which data never
- * fsync'd may be lost to a power failure is then up to seven intervals (35
- * s at 5 s; at most 60 s stretched), as the kernel's own write-back of
- * dirty pages allows (30 s). A request made while a commit
+ * the middle of the next update phase, about one step in three. The
+ * window in which data never fsync'd may be lost to a power failure is
+ * then up to seven intervals (35 s by default), as the kernel's own
+ * write-back of dirty pages allows (30 s). A request made while a commit
  * runs gets one more commit after it: a write-back finished meanwhile may
  * have missed that one. On stop it leaves what is pending to the
  * unmount's own commit. */
@@ -2763,10 +2738,8 @@ static void *committer_main(void *arg)
 	struct fs *fs = arg;
 	uint64_t every = (uint64_t)fs->conf.commit_interval_ms * 1000000ULL, last = 0;
 	uint64_t wait = every;	/* how long a due commit waits for a quiet moment */
-	uint64_t cost = 0;	/* what commits took of late: the peak, decaying */
 	bool any = false;	/* whether LAST is set */
 	uint64_t wanted_at = 0; /* when the request being served was made, 0 none */
-	atomic_store(&fs->stats.commit_every_ns, every);
 	pthread_mutex_lock(&fs->lock);
 	while (!fs->commit_stop) {
 		if (!fs->commit_wanted) {
@@ -2779,7 +2752,7 @@ static void *committer_main(void *arg)
 			wanted_at = now;
 		/* Due once an interval has passed since the last commit; at the
 		 * latest, WAIT after that, or after the request. */
-		uint64_t due = any ? last + commit_every(fs, every, cost) : wanted_at;
+		uint64_t due = any ? last + every : wanted_at;
 		uint64_t from = due > wanted_at ? due : wanted_at;
 		uint64_t wake = 0;
 		bool quiet = false;
@@ -2798,14 +2771,8 @@ static void *committer_main(void *arg)
 		pthread_mutex_unlock(&fs->lock);
 		bool wrote;
 		(void)commit_run(fs, &wrote); /* a failure is logged; its work stays pending */
-		uint64_t took = tier_now_ns() - now;
 		pthread_mutex_lock(&fs->lock);
 		if (wrote) {
-			/* A slow commit counts at once, a fast one wears the
-			 * peak down by a quarter: what is bounded is the worst
-			 * the step pays, and the host's slow spells last. */
-			cost = took > cost - cost / 4 ? took : cost - cost / 4;
-			atomic_store(&fs->stats.commit_every_ns, commit_every(fs, every, cost));
 			last = now;
 			any = true;
 			if (!quiet) {
@@ -2813,10 +2780,8 @@ static void *committer_main(void *arg)
 				wait = wait * 2 < every * COMMIT_WAIT_MAX ? wait * 2
 									  : every * COMMIT_WAIT_MAX;
 			} else {
-				uint64_t found = (now - from) + (now - from) / 4;
-				wait = found < every			 ? every
-				       : found > every * COMMIT_WAIT_MAX ? every * COMMIT_WAIT_MAX
-									 : found;
+				uint64_t took = (now - from) + (now - from) / 4;
+				wait = took > every ? took : every;
 			}
 		}
 	}

@@ -341,8 +341,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		      "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu "
 		      "flushes_reclaim=%llu flushes_rewritten=%llu writes_adopted=%llu "
 		      "victim_scans=%llu victim_visits=%llu reclaim_waits=%llu "
-		      "reclaim_wait_ms=%llu commits=%llu commit_ms=%llu commits_forced=%llu "
-		      "commit_every_ms=%llu\n",
+		      "reclaim_wait_ms=%llu commits=%llu commit_ms=%llu commits_forced=%llu\n",
 		      (unsigned long long)cached, (unsigned long long)dirty,
 		      (unsigned long long)pinned, (unsigned long long)hits,
 		      (unsigned long long)misses,
@@ -359,8 +358,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		      (unsigned long long)(atomic_load(&fs->stats.reclaim_wait_ns) / 1000000),
 		      (unsigned long long)atomic_load(&fs->stats.commits),
 		      (unsigned long long)(atomic_load(&fs->stats.commit_ns) / 1000000),
-		      (unsigned long long)atomic_load(&fs->stats.commits_forced),
-		      (unsigned long long)(atomic_load(&fs->stats.commit_every_ns) / 1000000));
+		      (unsigned long long)atomic_load(&fs->stats.commits_forced));
 	/* The in-memory inode table and the block maps loaded in it: what
 	 * the kernel has looked up and the cache holds, not every file ever
 	 * touched (t_inodemem). */

@@ -164,9 +164,6 @@ struct fs_stats {
 	 * metadata disk (LMDB syncs its data pages). */
 	atomic_uint_fast64_t commits, commit_ns;
 	atomic_uint_fast64_t commits_forced; /* background, no quiet moment found */
-	/* The background commits' interval now: commit_interval, or with
-	 * auto as stretched for slow commits. */
-	atomic_uint_fast64_t commit_every_ns;
 	/* Whole-block writes whose data the FUSE loop received straight into
 	 * a RAM slot, which the block took instead of a copy. */
 	atomic_uint_fast64_t writes_adopted;

@@ -613,17 +613,15 @@ static void copy_path(char *dst, const char *v)
 	dst[n] = '\0';
 }
 
-/* A period in seconds (flush_interval, commit_interval) into *MS; ALT
- * names the words the key takes besides ("auto or "), for the error. */
-static void interval_key(struct parse *p, const char *name, const char *v, const char *alt,
-			 unsigned *ms)
+/* A period in seconds (flush_interval, commit_interval) into *MS. */
+static void interval_key(struct parse *p, const char *name, const char *v, unsigned *ms)
 {
 	uint64_t x;
 	if (parse_seconds_ms(v, &x) < 0 || x == 0 || x > 3600 * 1000)
 		key_error(p, p->line, name,
-			  "'%s' must be %sseconds, more than 0 and at most 3600 "
+			  "'%s' must be seconds, more than 0 and at most 3600 "
 			  "(fractions down to 0.001 allowed)",
-			  v, alt);
+			  v);
 	else
 		*ms = (unsigned)x;
 }
@@ -666,16 +664,10 @@ static void mount_key(struct parse *p, const char *name, const char *v)
 			c->dirty_ratio = (unsigned)x;
 		break;
 	case MK_FLUSH:
-		interval_key(p, name, v, "", &c->flush_interval_ms);
+		interval_key(p, name, v, &c->flush_interval_ms);
 		break;
 	case MK_COMMIT:
-		/* auto: the default interval, which the committer may stretch;
-		 * a number is kept as given. */
-		c->commit_auto = !strcasecmp(v, "auto");
-		if (c->commit_auto)
-			c->commit_interval_ms = CONF_COMMIT_INTERVAL_MS;
-		else
-			interval_key(p, name, v, "auto or ", &c->commit_interval_ms);
+		interval_key(p, name, v, &c->commit_interval_ms);
 		break;
 	default:
 		break;
@@ -1167,8 +1159,7 @@ static void set_defaults(struct config *c)
 	c->threads = 16;
 	c->dirty_ratio = 25;
 	c->flush_interval_ms = 1000;
-	c->commit_interval_ms = CONF_COMMIT_INTERVAL_MS;
-	c->commit_auto = true;
+	c->commit_interval_ms = 5000;
 	c->ram_tier = -1;
 	c->learn = true;
 	c->keep_plan = true;

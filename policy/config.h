@@ -23,10 +23,9 @@
 
 #include "tiers/tier.h"
 
-#define CONF_MAX_TIERS		16
-#define CONF_MAX_RULES		64
-#define CONF_NAME_MAX		64
-#define CONF_COMMIT_INTERVAL_MS 5000 /* commit_interval = auto */
+#define CONF_MAX_TIERS 16
+#define CONF_MAX_RULES 64
+#define CONF_NAME_MAX  64
 
 /* gap_plan: whether idle stretches between update phases are put to work.
  * AUTO does so once they have been seen long enough to finish the work. */
@@ -75,10 +74,7 @@ struct config {
 	unsigned flush_interval_ms; /* background flush period, default 1000 (key in seconds, may be
 				       fractional) */
 	unsigned commit_interval_ms; /* least time between background metadata commits,
-					default CONF_COMMIT_INTERVAL_MS (key in seconds, may be
-					fractional) */
-	bool commit_auto; /* commit_interval = auto (the default): CONF_COMMIT_INTERVAL_MS,
-			     stretched where commits are slow (cache.c) */
+					default 5000 (key in seconds, may be fractional) */
 
 	/* [tier NAME] in file order; exactly one has kind TIER_RAM (the cache). */
 	int ntiers;

@@ -152,7 +152,6 @@ static void test_all_keys(void **state)
 	assert_int_equal(cfg.dirty_ratio, 40);
 	assert_int_equal(cfg.flush_interval_ms, 500);
 	assert_int_equal(cfg.commit_interval_ms, 250);
-	assert_false(cfg.commit_auto); /* a number is kept as given */
 
 	assert_int_equal(cfg.ntiers, 4);
 	assert_int_equal(cfg.ram_tier, 1);
@@ -223,7 +222,6 @@ static void test_defaults_implicit_ram(void **state)
 	assert_int_equal(cfg.dirty_ratio, 25);
 	assert_int_equal(cfg.flush_interval_ms, 1000);
 	assert_int_equal(cfg.commit_interval_ms, 5000);
-	assert_true(cfg.commit_auto);
 	assert_true(cfg.learn);
 	assert_int_equal(cfg.prefetch_depth, 64);
 	assert_int_equal(cfg.learn_max_cycle, 0);
@@ -290,32 +288,6 @@ static void test_gap_plan_values(void **state)
 			 cases[i].v);
 		assert_int_equal(load(text), 0);
 		assert_int_equal(cfg.gap_plan, cases[i].want);
-	}
-}
-
-/* commit_interval: auto (any case) is the default interval, which the
- * committer may stretch; a number is kept as given. */
-static void test_commit_interval_values(void **state)
-{
-	(void)state;
-	static const struct {
-		const char *v;
-		unsigned ms;
-		bool is_auto;
-	} cases[] = {{"auto", 5000, true},
-		     {"Auto", 5000, true},
-		     {"7", 7000, false},
-		     {"5", 5000, false},
-		     {"0.5", 500, false}};
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char text[256];
-		snprintf(text, sizeof(text),
-			 "[mount]\nmetadata = @D@/meta\ncommit_interval = %s\n[tier m]\ntype = "
-			 "ram\ncapacity = 64M\n",
-			 cases[i].v);
-		assert_int_equal(load(text), 0);
-		assert_int_equal(cfg.commit_interval_ms, cases[i].ms);
-		assert_int_equal(cfg.commit_auto, cases[i].is_auto);
 	}
 }
 
@@ -605,7 +577,7 @@ static const struct bad bads[] = {
     {POSIX_A "[mount]\nflush_interval = 0\n", 5, "key 'flush_interval'", "more than 0"},
     {POSIX_A "[mount]\nflush_interval = 3601\n", 5, "key 'flush_interval'", "3600"},
     {POSIX_A "[mount]\ncommit_interval = 0\n", 5, "key 'commit_interval'", "more than 0"},
-    {POSIX_A "[mount]\ncommit_interval = soon\n", 5, "key 'commit_interval'", "auto or seconds"},
+    {POSIX_A "[mount]\ncommit_interval = soon\n", 5, "key 'commit_interval'", "seconds"},
     {POSIX_A "[mount]\ndirty_ratio = 0\n", 5, "key 'dirty_ratio'", "1 to 100"},
     {POSIX_A "[policy]\nprefetch_depth = 65537\n", 5, "key 'prefetch_depth'", "0 to 65536"},
     {POSIX_A "[policy]\nlearn_max_cycle = 1000\n", 5, "key 'learn_max_cycle'", "1024 to"},
@@ -667,7 +639,6 @@ int main(void)
 	T(test_defaults_implicit_ram);
 	T(test_ram_only);
 	T(test_gap_plan_values);
-	T(test_commit_interval_values);
 	T(test_syntax_and_line_numbers);
 	T(test_cannot_read);
 	T(test_parse_size);
