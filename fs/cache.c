@@ -492,15 +492,18 @@ static void idle_ended(struct fs *fs, uint64_t clock, uint64_t now)
 	 * the disk, up to 2.5 s on the bench's VM): the stretch says nothing
 	 * of whether the gaps hold the work. Judged on it, a 2.9 s gap of the
 	 * bench that a 2.2 s commit had taken turned gap mode off for good
-	 * (auto's threshold went past the gaps). Gap mode stays as it was. */
+	 * (auto's threshold went past the gaps). */
 	uint64_t c0 = atomic_load(&fs->commit_began_ns), c1 = atomic_load(&fs->commit_ended_ns);
+	bool commit_in = c0 > c1 || c1 > from;
 	/* Gap mode that came on in this stretch (cache_idle_progress) had
 	 * only what was left of it for its own work, after the keep plan's:
 	 * the stretch says nothing of whether a whole one holds that work
 	 * either. Judged on it, the first stretch in gap mode that ended
 	 * short turned gap mode off for good, 2 runs in 8 on the bench with
 	 * 2.9 s gaps (every later step 5.4-5.5 s against 4.9-5.0 s). */
-	if (c0 > c1 || c1 > from || (fs->gap_mode && fs->gap_on_ns > from)) {
+	bool came_on = fs->gap_mode && fs->gap_on_ns > from;
+	if (commit_in || came_on) {
+		/* Unjudged: gap mode stays as it was. */
 		if (fs->gap_mode)
 			fs->gap_ok_clock = clock + 1;
 		return;
