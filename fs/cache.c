@@ -2885,7 +2885,8 @@ static void *flusher_main(void *arg)
 			 * still cost 0.06-0.16 GB of writes per step, on the disk
 			 * channel that bounds the update phase. */
 			unsigned limit = max;
-			if (learned && reclaim && !due)
+			bool kept = learned && reclaim && !due;
+			if (kept)
 				limit = kept_wb_limit(fs, max);
 			if (batch.inflight >= limit) {
 				/* Wait for one write-back to complete, then choose
@@ -2928,6 +2929,8 @@ static void *flusher_main(void *arg)
 			}
 			if (reclaim)
 				atomic_fetch_add(&fs->stats.flushes_reclaim, 1);
+			if (kept)
+				atomic_fetch_add(&fs->stats.flushes_kept, 1);
 			if (++started % 256 == 0)
 				commit_soon(fs); /* long rounds commit as they go */
 			if (nx)

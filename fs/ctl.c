@@ -336,29 +336,30 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	uint64_t cached = fs->ncached, dirty = fs->ndirty, pinned = fs->npinned;
 	pthread_mutex_unlock(&fs->lock);
 	uint64_t hits = atomic_load(&fs->stats.hits), misses = atomic_load(&fs->stats.misses);
-	strbuf_printf(&sb,
-		      "cache blocks=%llu dirty=%llu pinned=%llu hits=%llu misses=%llu "
-		      "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu "
-		      "flushes_reclaim=%llu flushes_rewritten=%llu writes_adopted=%llu "
-		      "victim_scans=%llu victim_visits=%llu reclaim_waits=%llu "
-		      "reclaim_wait_ms=%llu commits=%llu commit_ms=%llu commits_forced=%llu\n",
-		      (unsigned long long)cached, (unsigned long long)dirty,
-		      (unsigned long long)pinned, (unsigned long long)hits,
-		      (unsigned long long)misses,
-		      hits + misses ? (double)hits / (double)(hits + misses) : 0.0,
-		      (unsigned long long)atomic_load(&fs->stats.evictions),
-		      (unsigned long long)atomic_load(&fs->stats.flushes),
-		      (unsigned long long)atomic_load(&fs->stats.flush_bytes),
-		      (unsigned long long)atomic_load(&fs->stats.flushes_reclaim),
-		      (unsigned long long)atomic_load(&fs->stats.flushes_rewritten),
-		      (unsigned long long)atomic_load(&fs->stats.writes_adopted),
-		      (unsigned long long)atomic_load(&fs->stats.victim_scans),
-		      (unsigned long long)atomic_load(&fs->stats.victim_visits),
-		      (unsigned long long)atomic_load(&fs->stats.reclaim_waits),
-		      (unsigned long long)(atomic_load(&fs->stats.reclaim_wait_ns) / 1000000),
-		      (unsigned long long)atomic_load(&fs->stats.commits),
-		      (unsigned long long)(atomic_load(&fs->stats.commit_ns) / 1000000),
-		      (unsigned long long)atomic_load(&fs->stats.commits_forced));
+	strbuf_printf(
+	    &sb,
+	    "cache blocks=%llu dirty=%llu pinned=%llu hits=%llu misses=%llu "
+	    "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu "
+	    "flushes_reclaim=%llu flushes_kept=%llu flushes_rewritten=%llu writes_adopted=%llu "
+	    "victim_scans=%llu victim_visits=%llu reclaim_waits=%llu "
+	    "reclaim_wait_ms=%llu commits=%llu commit_ms=%llu commits_forced=%llu\n",
+	    (unsigned long long)cached, (unsigned long long)dirty, (unsigned long long)pinned,
+	    (unsigned long long)hits, (unsigned long long)misses,
+	    hits + misses ? (double)hits / (double)(hits + misses) : 0.0,
+	    (unsigned long long)atomic_load(&fs->stats.evictions),
+	    (unsigned long long)atomic_load(&fs->stats.flushes),
+	    (unsigned long long)atomic_load(&fs->stats.flush_bytes),
+	    (unsigned long long)atomic_load(&fs->stats.flushes_reclaim),
+	    (unsigned long long)atomic_load(&fs->stats.flushes_kept),
+	    (unsigned long long)atomic_load(&fs->stats.flushes_rewritten),
+	    (unsigned long long)atomic_load(&fs->stats.writes_adopted),
+	    (unsigned long long)atomic_load(&fs->stats.victim_scans),
+	    (unsigned long long)atomic_load(&fs->stats.victim_visits),
+	    (unsigned long long)atomic_load(&fs->stats.reclaim_waits),
+	    (unsigned long long)(atomic_load(&fs->stats.reclaim_wait_ns) / 1000000),
+	    (unsigned long long)atomic_load(&fs->stats.commits),
+	    (unsigned long long)(atomic_load(&fs->stats.commit_ns) / 1000000),
+	    (unsigned long long)atomic_load(&fs->stats.commits_forced));
 	/* The in-memory inode table and the block maps loaded in it: what
 	 * the kernel has looked up and the cache holds, not every file ever
 	 * touched (t_inodemem). */

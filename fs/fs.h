@@ -160,6 +160,10 @@ struct fs_stats {
 	 * overwritten while still in RAM (a disk write a longer stay in RAM
 	 * would have saved). */
 	atomic_uint_fast64_t flushes_reclaim, flushes_rewritten;
+	/* Of the reclaim write-backs, those of blocks the learned order keeps
+	 * in RAM (kept_wb_limit in cache.c): each is a disk write the keep
+	 * plan meant to save, paid because a caller waited for RAM. */
+	atomic_uint_fast64_t flushes_kept;
 	/* Metadata commits of write-backs and their time: each waits for the
 	 * metadata disk (LMDB syncs its data pages). */
 	atomic_uint_fast64_t commits, commit_ns;

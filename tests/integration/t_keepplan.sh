@@ -56,7 +56,9 @@ $PY -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDWR); os.fsync(fd)' "$MN
 check "user.tierfs.cached after fsync: in RAM, none dirty ($(cached))" \
 	test "$(cached)" = "ram=1049576 dirty=0"
 rm -f "$MNT/small"
-check "4 pipelined steps of the replay" "$REPLAY" --dir "$MNT" --state-size 96M --steps 4
+mkdir -p "$T/snap"
+check "4 pipelined steps of the replay" "$REPLAY" --dir "$MNT" --state-size 96M --steps 4 \
+	--stats "$MNT/.tierfs/stats" --stats-out "$T/snap"
 grep -E '^(cache|order)' "$MNT/.tierfs/stats" | sed 's/^/# /'
 check "the order is learned" test "$(stat_field order learned)" = yes
 kept=$(stat_field order plan_kept)
@@ -64,11 +66,15 @@ check "a keep plan: $kept of $(stat_field order plan_blocks) state blocks stay i
 	test "${kept:-0}" -ge 48 -a "$(stat_field order plan_blocks)" = 384
 grep -q 'keep plan: ' "$T/daemon.log" && ok "the daemon logs the plan" || fail "no 'keep plan:' in the log"
 
-# Dirty bytes per sub-group (param, exp_avg and exp_avg_sq: 12 MiB): the
-# blocks kept from this step to the next (not written back; the mount is
-# written back only after a minute without I/O, flush_interval).
+# Dirty blocks per sub-group (param, exp_avg and exp_avg_sq: 48 blocks):
+# the blocks kept from this step to the next (not written back; the mount
+# is written back only after a minute without I/O, flush_interval). The
+# plan keeps 25% of each, 12 blocks; kept whole neighbouring sub-groups
+# would leave most with none. A kept block may go out early for a reader
+# waiting for RAM, more often the slower the daemon runs (in CI under ASan
+# one sub-group once kept 6); flushes_kept counts those write-backs.
 D="$MNT/zero_stage_3/optimizer/rank0"
-shares=
+shares= short=0
 for i in 0 1 2 3 4 5 6 7; do
 	id="$((4 * i))_$((4 * i + 3))"
 	sum=0
@@ -76,12 +82,18 @@ for i in 0 1 2 3 4 5 6 7; do
 		v=$(getfattr --only-values -n user.tierfs.cached "$D/$f" 2>/dev/null | sed -n 's/^ram=[0-9]* dirty=\([0-9]*\)$/\1/p')
 		sum=$((sum + ${v:-0}))
 	done
-	shares="$shares $((sum * 100 / (12 << 20)))"
+	b=$((sum / (256 << 10)))
+	shares="$shares $b"
+	[ $b -lt 12 ] && short=$((short + 12 - b))
 done
-echo "# percent of each sub-group's state kept dirty in RAM after the last step:$shares"
-low=0
-for s in $shares; do [ "$s" -lt 15 ] && low=$((low + 1)); done
-check "every sub-group keeps its share in RAM (the plan's 25%; none under 15%:$shares)" test $low = 0
+# Those of the last update phase: the blocks kept at its end were written
+# in it.
+kw() { tr ' ' '\n' <"$1" | sed -n 's/^flushes_kept=//p'; }
+before=$(kw "$T/snap/step4-backward")
+early=$(($(stat_field cache flushes_kept) - ${before:-0}))
+echo "# blocks of each sub-group's 48 kept dirty in RAM after the last step:$shares"
+check "every sub-group keeps the plan's 12 blocks in RAM, but for kept blocks written back for a waiter ($short short, flushes_kept=$early:$shares)" \
+	test "$short" -le "${early:-0}"
 check "getfattr -d lists user.tierfs.cached" \
 	sh -c "getfattr -d -m user.tierfs '$D/0_3.tensor.swp' | grep -q '^user.tierfs.cached=\"ram=[0-9]* dirty=[0-9]*\"'"
 check "user.tierfs.cached of a gradient file: all of it, dirty" \
