@@ -17,6 +17,13 @@
  *
  * A tier.info file records the layout (block and slab size) so a remount
  * with a different block size is refused instead of reading garbage.
+ *
+ * Slots are handed out in order (bitmap_alloc's hint), so slabs fill one
+ * after the other. Once the allocations reach half of a slab, a thread of
+ * the tier's own makes the next one: the caller of tier_alloc holds the
+ * file system's lock, and preallocating a 1 GiB slab there stalled every
+ * request for as long as fallocate took (0.4 s on tmpfs, which zeroes the
+ * pages; a parallel file system may take longer).
  */
 #include "tiers/backend.h"
 #include "tiers/sched.h"
@@ -78,6 +85,16 @@ struct posix_tier {
 	/* files_gone has logged (atomic). */
 	bool gone_logged;
 	pthread_mutex_t slab_lock;
+	/* The slab the ahead thread is asked to make (-1: none), the one it is
+	 * making now outside slab_lock (ensure_slab waits for that one rather
+	 * than race it), and the last one it could not make (not asked for
+	 * again: allocation makes it, or reports the lack of space). Under
+	 * slab_lock; read without it (atomic loads) to skip taking it.
+	 * slab_cond wakes the thread, and the waiters for ahead_busy. */
+	int64_t ahead_want, ahead_busy, ahead_failed;
+	bool ahead_stop, ahead_running;
+	pthread_cond_t slab_cond;
+	pthread_t ahead_thread;
 
 	/* sq_lock guards the submission side of ring, sched, timer_armed and
 	 * timer_ts. The completion side is touched only by cq_thread. */
@@ -236,6 +253,8 @@ static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool 
 	char path[PATH_MAX + 32];
 	slab_path(pt, idx, path, sizeof(path));
 	pthread_mutex_lock(&pt->slab_lock);
+	while (pt->ahead_busy == (int64_t)idx)
+		pthread_cond_wait(&pt->slab_cond, &pt->slab_lock);
 	int fd = pt->fds[idx];
 	if (fd >= 0 && (!need_space || pt->grown[idx] >= need))
 		goto out;
@@ -304,10 +323,92 @@ out:
 	return rc;
 }
 
+/* Make slab IDX whole, ahead of need, outside slab_lock: a slab of the
+ * length slab_bytes(), or none at all. Lack of space is left for the
+ * allocation that needs the slab to grow it as far as the disk allows and
+ * report. slab_lock held on entry and exit. */
+static void make_ahead(struct posix_tier *pt, uint64_t idx)
+{
+	if (pt->fds[idx] >= 0 || (pt->full_until_ns && tier_now_ns() < pt->full_until_ns))
+		return;
+	__atomic_store_n(&pt->ahead_busy, (int64_t)idx, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&pt->slab_lock);
+	char path[PATH_MAX + 32];
+	slab_path(pt, idx, path, sizeof(path));
+	bool created = true;
+	int fd = open(path, open_flags(pt) | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		created = false;
+		fd = open(path, open_flags(pt));
+	}
+	int rc = 0;
+	if (fd < 0) {
+		rc = -errno;
+		tier_log(pt->t, "cannot create slab %s ahead of need: %s", path, strerror(-rc));
+	} else {
+		rc = preallocate(pt, fd, slab_bytes(pt, idx), path);
+	}
+	if (rc && fd >= 0) {
+		close(fd);
+		if (created && unlink(path))
+			tier_log(pt->t, "%s: cannot remove the slab that could not grow: %s", path,
+				 strerror(errno));
+	}
+	pthread_mutex_lock(&pt->slab_lock);
+	if (rc == 0) {
+		__atomic_store_n(&pt->grown[idx], slab_bytes(pt, idx), __ATOMIC_RELEASE);
+		__atomic_store_n(&pt->fds[idx], fd, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&pt->ahead_failed, (int64_t)idx, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&pt->ahead_busy, -1, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&pt->slab_cond);
+}
+
+static void *ahead_thread(void *arg)
+{
+	struct posix_tier *pt = arg;
+	pthread_mutex_lock(&pt->slab_lock);
+	while (!pt->ahead_stop) {
+		if (pt->ahead_want < 0) {
+			pthread_cond_wait(&pt->slab_cond, &pt->slab_lock);
+			continue;
+		}
+		uint64_t idx = (uint64_t)pt->ahead_want;
+		__atomic_store_n(&pt->ahead_want, -1, __ATOMIC_RELAXED);
+		make_ahead(pt, idx);
+	}
+	pthread_mutex_unlock(&pt->slab_lock);
+	return NULL;
+}
+
+/* SLOT was just allocated: past the middle of its slab, have the next slab
+ * made before an allocation needs it. Cheap until then: atomic loads. */
+static void ask_ahead(struct posix_tier *pt, uint64_t slot)
+{
+	int64_t next = (int64_t)(slot / pt->slots_per_slab + 1);
+	if (!pt->ahead_running || slot % pt->slots_per_slab < pt->slots_per_slab / 2 ||
+	    (uint64_t)next >= pt->nslabs ||
+	    __atomic_load_n(&pt->fds[next], __ATOMIC_ACQUIRE) >= 0 ||
+	    __atomic_load_n(&pt->ahead_want, __ATOMIC_RELAXED) == next ||
+	    __atomic_load_n(&pt->ahead_busy, __ATOMIC_ACQUIRE) == next ||
+	    __atomic_load_n(&pt->ahead_failed, __ATOMIC_RELAXED) == next)
+		return;
+	pthread_mutex_lock(&pt->slab_lock);
+	if (pt->fds[next] < 0 && pt->ahead_busy != next && pt->ahead_failed != next) {
+		pt->ahead_want = next;
+		pthread_cond_broadcast(&pt->slab_cond);
+	}
+	pthread_mutex_unlock(&pt->slab_lock);
+}
+
 static int posix_prepare_slot(struct tier *t, uint64_t slot, bool need_space)
 {
 	struct posix_tier *pt = t->be_priv;
-	return ensure_slab(pt, slot / pt->slots_per_slab, slot, need_space);
+	int rc = ensure_slab(pt, slot / pt->slots_per_slab, slot, need_space);
+	if (rc == 0 && need_space)
+		ask_ahead(pt, slot);
+	return rc;
 }
 
 /* An aligned O_DIRECT read from fd: 1 if the file system takes it, 0 if it
@@ -713,6 +814,7 @@ static void free_pt(struct posix_tier *pt)
 	free(pt->grown);
 	if (pt->dirfd >= 0)
 		close(pt->dirfd);
+	pthread_cond_destroy(&pt->slab_cond);
 	pthread_mutex_destroy(&pt->slab_lock);
 	pthread_mutex_destroy(&pt->sq_lock);
 	free(pt);
@@ -766,7 +868,9 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 		return -ENOMEM;
 	pt->t = t;
 	pt->dirfd = -1;
+	pt->ahead_want = pt->ahead_busy = pt->ahead_failed = -1;
 	pthread_mutex_init(&pt->slab_lock, NULL);
+	pthread_cond_init(&pt->slab_cond, NULL);
 	pthread_mutex_init(&pt->sq_lock, NULL);
 	int rc;
 	if (strlen(p->path) >= sizeof(pt->dir)) {
@@ -868,6 +972,15 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 	char tname[16];
 	snprintf(tname, sizeof(tname), "tierfs-io-%s", tier_name(t));
 	(void)pthread_setname_np(pt->cq_thread, tname);
+	/* Without it a new slab is made when first allocated, as before. */
+	int e = pthread_create(&pt->ahead_thread, NULL, ahead_thread, pt);
+	if (e) {
+		tier_log(t, "cannot start the thread that makes slabs ahead: %s", strerror(e));
+	} else {
+		pt->ahead_running = true;
+		snprintf(tname, sizeof(tname), "tierfs-sl-%s", tier_name(t));
+		(void)pthread_setname_np(pt->ahead_thread, tname);
+	}
 	t->be_priv = pt;
 	return 0;
 fail:
@@ -878,6 +991,13 @@ fail:
 static void posix_close(struct tier *t)
 {
 	struct posix_tier *pt = t->be_priv;
+	if (pt->ahead_running) {
+		pthread_mutex_lock(&pt->slab_lock);
+		pt->ahead_stop = true;
+		pthread_cond_broadcast(&pt->slab_cond);
+		pthread_mutex_unlock(&pt->slab_lock);
+		pthread_join(pt->ahead_thread, NULL);
+	}
 	pthread_mutex_lock(&pt->sq_lock);
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&pt->ring);
 	if (sqe) {

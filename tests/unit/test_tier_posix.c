@@ -645,6 +645,50 @@ static void test_rw_checksum_mismatch(void **state)
 	free(out);
 }
 
+/* Once allocations reach the middle of a slab, the next slab is made in
+ * the background, whole, before any slot of it is allocated: tier_alloc
+ * runs under the file system's lock, where a 1 GiB fallocate stalled every
+ * request. Slabs made so, and slabs an allocation reaches while one is
+ * being made, hold their blocks like any other. */
+static void test_slab_ahead(void **state)
+{
+	(void)state;
+	struct tier *t = open_posix(4 * (SLAB / BS)); /* 4 slabs of 16 */
+	for (int i = 0; i < SLAB / BS / 2; i++)
+		assert_int_equal(tier_alloc(t), i);
+	assert_int_equal(count_slabs(), 1); /* slot 7: not past the middle yet */
+	assert_int_equal(tier_alloc(t), SLAB / BS / 2);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/slab-00001.dat", dir);
+	struct stat st = {0};
+	for (int ms = 0; ms < 10000; ms += 10) {
+		if (stat(path, &st) == 0 && st.st_size == SLAB)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(st.st_size, SLAB);
+	assert_int_equal(tier_slots_used(t), SLAB / BS / 2 + 1);
+	/* The rest at once: the allocations race the thread for slabs 2, 3. */
+	for (uint64_t i = SLAB / BS / 2 + 1; i < 4 * (SLAB / BS); i++)
+		assert_int_equal(tier_alloc(t), (int64_t)i);
+	assert_int_equal(tier_alloc(t), -ENOSPC);
+	char *buf = aligned_alloc(4096, BS), *got = aligned_alloc(4096, BS);
+	uint64_t csum[4 * (SLAB / BS)];
+	for (unsigned i = 0; i < 4 * (SLAB / BS); i++) {
+		fill(buf, i);
+		assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, i, buf, &csum[i]), 0);
+	}
+	for (unsigned i = 0; i < 4 * (SLAB / BS); i++) {
+		fill(buf, i);
+		assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, i, got, &csum[i]), 0);
+		assert_memory_equal(got, buf, BS);
+	}
+	tier_close(t);
+	assert_int_equal(count_slabs(), 4); /* none beyond the capacity */
+	free(buf);
+	free(got);
+}
+
 static void test_reopen(void **state)
 {
 	(void)state;
@@ -801,6 +845,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_close_waits, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_rw_checksum_mismatch, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_reopen, setup_tmp, teardown),
+	    cmocka_unit_test_setup_teardown(test_slab_ahead, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_capacity, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_dir_created_private, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_tmpfs_direct, setup_tmp, teardown),
