@@ -1490,7 +1490,7 @@ static void write_filled(struct fs *fs, struct centry *e)
 
 /* cache_write's work. Lock held (dropped while copying). */
 static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
-			uint64_t *donor)
+			uint64_t *donor, bool kill_setid)
 {
 	int rc = fs_inode_load_map(fs, in);
 	size_t done = 0;
@@ -1554,9 +1554,8 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 		fs_now(&in->attr.mtime_sec, &in->attr.mtime_nsec);
 		in->attr.ctime_sec = in->attr.mtime_sec;
 		in->attr.ctime_nsec = in->attr.mtime_nsec;
-		/* As the kernel's should_remove_suid(): set-group-ID
-		 * without group execute marks mandatory locking, and stays. */
-		in->attr.mode &= ~(uint32_t)(S_ISUID | (in->attr.mode & S_IXGRP ? S_ISGID : 0));
+		if (kill_setid)
+			fs_kill_setid(&in->attr);
 		in->attr_dirty = true;
 	}
 	/* dirty_over still wakes the flusher with a learned order: it then
@@ -1569,13 +1568,13 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 }
 
 int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
-		uint64_t *donor)
+		uint64_t *donor, bool kill_setid)
 {
 	pthread_mutex_lock(&fs->lock);
 	while (in->resizing)
 		pthread_cond_wait(&fs->cond, &fs->lock);
 	in->nwriting++;
-	int rc = write_locked(fs, in, off, buf, len, donor);
+	int rc = write_locked(fs, in, off, buf, len, donor, kill_setid);
 	if (--in->nwriting == 0 && in->resizing)
 		pthread_cond_broadcast(&fs->cond); /* frees nothing */
 	pthread_mutex_unlock(&fs->lock);
@@ -1618,7 +1617,7 @@ static int resize_locked(struct fs *fs, struct inode *in, uint64_t size)
 		uint64_t end = (size / fs->bs + 1) * fs->bs;
 		if (end > old)
 			end = old;
-		rc = write_locked(fs, in, size, fs->zero, (size_t)(end - size), NULL);
+		rc = write_locked(fs, in, size, fs->zero, (size_t)(end - size), NULL, false);
 		if (rc < 0)
 			return rc;
 		/* The cut block's durable copy still holds the bytes beyond

@@ -326,6 +326,10 @@ int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size); /* no lo
 int fs_tier_of_id(struct fs *fs, uint16_t id);
 int fs_name_in_dir(struct meta_txn *t, uint64_t parent, uint64_t ino, char *name);
 void fs_now(int64_t *sec, uint32_t *nsec);
+/* What an unprivileged write or truncate does to a regular file's mode, as
+ * the kernel's should_remove_suid(): set-user-ID goes, set-group-ID only
+ * with group execute (without, it marks mandatory locking). */
+void fs_kill_setid(struct meta_inode *attr);
 int fs_home_for(struct fs *fs, const struct meta_inode *attr, const char *path);
 
 /* cache.c */
@@ -336,10 +340,12 @@ void cache_destroy(struct fs *fs);
 int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_req_t req);
 /* DONOR, if not NULL and not CACHE_NO_SLOT, is the RAM tier slot BUF lies
  * in: a whole-block write may take that slot as the block's buffer instead
- * of copying it, and then puts in *DONOR a slot it gives back. */
+ * of copying it, and then puts in *DONOR a slot it gives back. KILL_SETID:
+ * the writer is unprivileged, and the write clears set-user-ID (and
+ * set-group-ID with group execute), as the kernel's file_remove_privs. */
 #define CACHE_NO_SLOT UINT64_MAX
 int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
-		uint64_t *donor);
+		uint64_t *donor, bool kill_setid);
 /* A RAM tier slot for the FUSE loop to receive requests into: CACHE_NO_SLOT
  * once all are taken. No lock held. */
 uint64_t cache_landing_get(struct fs *fs);

@@ -65,6 +65,12 @@ void fs_now(int64_t *sec, uint32_t *nsec)
 	*nsec = (uint32_t)ts.tv_nsec;
 }
 
+void fs_kill_setid(struct meta_inode *attr)
+{
+	if (S_ISREG(attr->mode))
+		attr->mode &= ~(uint32_t)(S_ISUID | (attr->mode & S_IXGRP ? S_ISGID : 0));
+}
+
 int fs_tier_of_id(struct fs *fs, uint16_t id)
 {
 	for (int i = 0; i < fs->conf.ntiers; i++)

@@ -306,6 +306,17 @@ static void tfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_attr(req, &st, 0.0);
 }
 
+/* Whether the caller of REQ lacks CAP_FSETID, for the set-ID bits that a
+ * write or truncate clears (FUSE_CAP_HANDLE_KILLPRIV, which libfuse turns
+ * on, leaves that to us; the kernel's per-write flag for it is not passed
+ * on by libfuse 3.14). Root stands for the capability, as most file
+ * systems in user space take it: asking /proc for the caller's capability
+ * set on every write would cost more than the write. */
+static bool unprivileged(fuse_req_t req)
+{
+	return fuse_req_ctx(req)->uid != 0;
+}
+
 static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 			struct fuse_file_info *fi)
 {
@@ -329,8 +340,11 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		uint64_t nsize = (uint64_t)attr->st_size;
 		pthread_mutex_lock(&fs->lock);
 		rc = cache_resize(fs, in, nsize);
-		if (!rc)
+		if (!rc) {
 			touch_mc(&in->attr);
+			if (unprivileged(req))
+				fs_kill_setid(&in->attr);
+		}
 		pthread_mutex_unlock(&fs->lock);
 		if (rc)
 			goto out;
@@ -343,8 +357,8 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		a->uid = attr->st_uid;
 	if (to_set & FUSE_SET_ATTR_GID)
 		a->gid = attr->st_gid;
-	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && S_ISREG(a->mode))
-		a->mode &= ~(uint32_t)(S_ISUID | S_ISGID);
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+		fs_kill_setid(a); /* for root too, as chown(2) */
 	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
 		fs_now(&a->atime_sec, &a->atime_nsec);
 	else if (to_set & FUSE_SET_ATTR_ATIME) {
@@ -849,7 +863,7 @@ static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, ctl_ino(ino) ? EROFS : EBADF);
 		return;
 	}
-	int rc = cache_write(g_fs, in, (uint64_t)off, buf, size, loop_landing());
+	int rc = cache_write(g_fs, in, (uint64_t)off, buf, size, loop_landing(), unprivileged(req));
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else

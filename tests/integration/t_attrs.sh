@@ -3,8 +3,9 @@
 # directory: setxattr and removexattr move ctime (backups that use find
 # -cnewer, rsync or tar --xattrs rely on it); a write keeps a
 # set-group-ID bit without group execute (it marks mandatory locking, not
-# a privilege), and a write by an unprivileged user clears set-user-ID and
-# set-group-ID.
+# a privilege); a write or truncate by an unprivileged user clears
+# set-user-ID and set-group-ID, one by root keeps them, and chown clears
+# them whoever calls it.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -33,15 +34,30 @@ ctimes() { # DIR: whether each xattr change moved ctime, for a file and a direct
 	done
 	echo "$out"
 }
-modes() { # DIR: modes after root's write to 2644, and nobody's to 6777
+nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+modes() { # DIR: modes after writes, truncates and chowns of set-ID files
 	local f=$1/s
 	echo a >"$f"
 	chmod 2644 "$f"
 	echo b >>"$f"
-	printf '%s ' "$(stat -c %a "$f")"
+	printf 'root-write-2644:%s ' "$(stat -c %a "$f")"
+	chmod 6755 "$f"
+	echo b >>"$f"
+	printf 'root-write-6755:%s ' "$(stat -c %a "$f")"
+	truncate -s 1 "$f"
+	printf 'root-truncate-6755:%s ' "$(stat -c %a "$f")"
 	chmod 6777 "$f"
-	setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "echo c >>'$f'"
-	stat -c %a "$f"
+	nobody sh -c "echo c >>'$f'"
+	printf 'nobody-write-6777:%s ' "$(stat -c %a "$f")"
+	chmod 6777 "$f"
+	nobody truncate -s 0 "$f"
+	printf 'nobody-truncate-6777:%s ' "$(stat -c %a "$f")"
+	chmod 6755 "$f"
+	chown 0:0 "$f"
+	printf 'root-chown-6755:%s ' "$(stat -c %a "$f")"
+	chmod 2745 "$f"
+	chown 0:0 "$f"
+	printf 'root-chown-2745:%s\n' "$(stat -c %a "$f")"
 }
 want=$(ctimes "$T/plain")
 got=$(ctimes "$MNT")
