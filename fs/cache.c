@@ -1447,6 +1447,7 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 		got += blen;
 	}
 	read_ahead(fs, in, first, last);
+	fs_read_atime(fs, in);
 	pthread_mutex_unlock(&fs->lock);
 	/* The reply copies into the kernel before returning: the references
 	 * keep the buffers in place until then. libfuse frees REQ whether or

@@ -199,6 +199,7 @@ struct fs {
 	struct fuse_session *se;
 
 	bool cache_up; /* cache_init done: unmount writes back */
+	bool noatime;  /* -o noatime: reads leave atime (else relatime). Immutable. */
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* any entry/inode state change */
 
@@ -330,6 +331,9 @@ void fs_now(int64_t *sec, uint32_t *nsec);
  * the kernel's should_remove_suid(): set-user-ID goes, set-group-ID only
  * with group execute (without, it marks mandatory locking). */
 void fs_kill_setid(struct meta_inode *attr);
+/* A read of IN: move atime as Linux's default relatime does (when it is
+ * older than mtime or ctime, or a day old), unless -o noatime. Lock held. */
+void fs_read_atime(struct fs *fs, struct inode *in);
 int fs_home_for(struct fs *fs, const struct meta_inode *attr, const char *path);
 
 /* cache.c */

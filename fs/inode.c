@@ -71,6 +71,25 @@ void fs_kill_setid(struct meta_inode *attr)
 		attr->mode &= ~(uint32_t)(S_ISUID | (attr->mode & S_IXGRP ? S_ISGID : 0));
 }
 
+void fs_read_atime(struct fs *fs, struct inode *in)
+{
+	if (fs->noatime)
+		return;
+	struct meta_inode *a = &in->attr;
+	int64_t now;
+	uint32_t nsec;
+	fs_now(&now, &nsec);
+	bool before_m = a->atime_sec < a->mtime_sec ||
+			(a->atime_sec == a->mtime_sec && a->atime_nsec <= a->mtime_nsec);
+	bool before_c = a->atime_sec < a->ctime_sec ||
+			(a->atime_sec == a->ctime_sec && a->atime_nsec <= a->ctime_nsec);
+	if (!before_m && !before_c && now - a->atime_sec < 24 * 3600)
+		return;
+	a->atime_sec = now;
+	a->atime_nsec = nsec;
+	in->attr_dirty = true;
+}
+
 int fs_tier_of_id(struct fs *fs, uint16_t id)
 {
 	for (int i = 0; i < fs->conf.ntiers; i++)

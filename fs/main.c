@@ -202,10 +202,17 @@ static int check_mountpoint(const struct config *c, const char *mnt)
 /* Append the -o options USER (comma-separated, consumed) to OPTS. mount.fuse
  * passes options of its own ("rw", "defaults" are dropped by it); keep the
  * ones libfuse knows. Returns 0 or the exit status. */
-static int add_user_opts(char *opts, size_t size, char *user)
+static int add_user_opts(char *opts, size_t size, char *user, bool *noatime)
 {
 	char *save = NULL;
 	for (char *o = strtok_r(user, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		/* The kernel leaves atime to a FUSE daemon, which learns of the
+		 * option only here. relatime is the default, strictatime is
+		 * taken as it. */
+		if (!strcmp(o, "noatime"))
+			*noatime = true;
+		else if (!strcmp(o, "relatime") || !strcmp(o, "strictatime") || !strcmp(o, "atime"))
+			*noatime = false;
 		if (!strcmp(o, "defaults") || !strcmp(o, "default_permissions") ||
 		    !strcmp(o, "_netdev") || !strcmp(o, "nofail") || !strcmp(o, "auto") ||
 		    !strcmp(o, "noauto") || !strcmp(o, "user") || !strcmp(o, "users"))
@@ -322,7 +329,7 @@ int main(int argc, char **argv)
 
 	if (fs.conf.allow_other)
 		strcat(opts, ",allow_other");
-	rc = user_opts ? add_user_opts(opts, sizeof(opts), user_opts) : 0;
+	rc = user_opts ? add_user_opts(opts, sizeof(opts), user_opts, &fs.noatime) : 0;
 	free(user_opts);
 	if (rc)
 		return rc;

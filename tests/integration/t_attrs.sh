@@ -5,7 +5,7 @@
 # set-group-ID bit without group execute (it marks mandatory locking, not
 # a privilege); a write or truncate by an unprivileged user clears
 # set-user-ID and set-group-ID, one by root keeps them, and chown clears
-# them whoever calls it.
+# them whoever calls it. atime follows relatime, or -o noatime.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -67,5 +67,27 @@ want=$(modes "$T/plain")
 got=$(modes "$MNT")
 echo "# plain: $want mount: $got"
 check "set-ID bits after writes as on a plain directory" test "$got" = "$want"
+
+# atime: relatime, as Linux mounts by default; -o noatime leaves it.
+atimes() { # FILE: whether a read after a write, then one more, moved atime
+	local f=$1 a0 a1 a2
+	echo x >"$f"
+	a0=$(stat -c %x "$f")
+	sleep 0.05
+	cat "$f" >/dev/null
+	a1=$(stat -c %x "$f")
+	sleep 0.05
+	cat "$f" >/dev/null
+	a2=$(stat -c %x "$f")
+	echo "read after write $([ "$a1" != "$a0" ] && echo moved || echo same)," \
+		"read again $([ "$a2" != "$a1" ] && echo moved || echo same)"
+}
+got=$(atimes "$MNT/at")
+check "relatime: a read after a write moves atime, the next read not ($got)" \
+	test "$got" = "read after write moved, read again same"
+check "unmount" umount_fs
+mount_fs "$T/c.conf" -o noatime || { fail "mount -o noatime"; tap_exit; exit 1; }
+got=$(atimes "$MNT/at")
+check "-o noatime: reads leave atime ($got)" test "$got" = "read after write same, read again same"
 check "unmount" umount_fs
 tap_exit
