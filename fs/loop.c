@@ -76,6 +76,10 @@ static void *worker(void *arg)
 	struct loop *lp = arg;
 	struct fs *fs = lp->fs;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	/* Named here, before the first request, not by its creator after
+	 * pthread_create: a worker may answer the mount's first requests
+	 * before then, and `top -H` show it unnamed. */
+	(void)pthread_setname_np(pthread_self(), "tierfs-fuse");
 	/* Blocks smaller than a request cannot hold one: those mounts read
 	 * into a buffer of the worker's own and copy, as libfuse does. */
 	size_t size = TIER_RAM_HEADROOM + FS_MAX_REQUEST;
@@ -138,7 +142,6 @@ int loop_run(struct fs *fs, struct fuse_session *se)
 			fuse_session_exit(se);
 			break;
 		}
-		(void)pthread_setname_np(tids[started], "tierfs-fuse"); /* as the flusher's */
 	}
 	if (started) {
 		/* A signal that lands here, not in a worker's read(), ends
