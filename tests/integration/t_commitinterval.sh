@@ -35,10 +35,13 @@ mount_fs "$T/s.conf" || { fail mount; tap_exit; exit 1; }
 cp "$T/a.want" "$MNT/a"
 check "a: written back" wait_for nothing_dirty
 sleep 1 # five intervals: the commit the write-back asked for has run
-check "c: written and fsync'd" "$PY" "$T/fsync.py" "$MNT/c" "$T/c.want"
+# Nothing else commits before the crash: an fsync here would commit a too.
 check "kill -9" crash_fs
 mount_fs "$T/s.conf" || { fail "remount after kill -9"; tap_exit; exit 1; }
 check "a intact after the crash (background commit, no fsync)" cmp "$T/a.want" "$MNT/a"
+check "c: written and fsync'd" "$PY" "$T/fsync.py" "$MNT/c" "$T/c.want"
+check "kill -9 (2)" crash_fs
+mount_fs "$T/s.conf" || { fail "remount after kill -9 (2)"; tap_exit; exit 1; }
 check "c intact after the crash (fsync)" cmp "$T/c.want" "$MNT/c"
 check "unmount clean" umount_fs
 
@@ -87,11 +90,14 @@ sys.exit(1 if bad else 0)
 PYEOF
 check "every file whole or as last committed, none half-committed" "$PY" "$T/whole.py" "$MNT" 30
 check "unmount clean (long interval)" umount_fs
-# 3. A tier kept busy: a 64 MiB file read back at 8 MiB/s, 8 s without a
-#    pause, while small files are written (and written back) beside it.
+# 3. A tier kept busy: a 64 MiB file read back at 4 MiB/s, 15 s without a
+#    pause (the cap lets a queue's worth through at once), while small
+#    files are written (and written back) beside it: 4-5 s of the test's
+#    own work on a fast machine, more under ASan on a loaded one (at 8
+#    MiB/s the read had 7 s, short of the margin that wants).
 rm -rf "$T/meta" "$T/nvme0"
 default_conf | mount_key 'flush_interval = 0.05' | mount_key 'commit_interval = 0.3' |
-	sed 's|^capacity = 2G$|&\nmax_bandwidth_read = 8M/s|' >"$T/b.conf"
+	sed 's|^capacity = 2G$|&\nmax_bandwidth_read = 4M/s|' >"$T/b.conf"
 mount_fs "$T/b.conf" || { fail "mount (busy tier)"; tap_exit; exit 1; }
 head -c $((64 * M)) /dev/urandom >"$T/big.want"
 check "big written and fsync'd" "$PY" "$T/fsync.py" "$MNT/big" "$T/big.want"

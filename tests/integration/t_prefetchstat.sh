@@ -19,7 +19,10 @@ stat_of() { grep -oE " $1=[0-9]+" "$MNT/.tierfs/stats" | head -1 | cut -d= -f2; 
 h0=$(stat_of prefetch_hits)
 # A cold sequential read of blocks 0-1: read-ahead loads the next blocks.
 dd if="$MNT/f" of=/dev/null bs=1M count=2 iflag=direct status=none
-sleep 0.5
+# prefetches counts read-aheads done, not issued: wait for them (20 s at
+# most), however slow the disk or the daemon.
+read_ahead_done() { [ "$(stat_of prefetches)" -ge 8 ]; }
+wait_for read_ahead_done
 pf=$(stat_of prefetches)
 # Blocks 2-9 overwritten whole, never read.
 dd if=/dev/urandom of="$MNT/f" bs=1M seek=2 count=8 oflag=direct conv=notrunc status=none

@@ -125,13 +125,19 @@ mount_fs "$T/half.conf" || { fail "mount"; tap_exit; exit 1; }
 check "RAM = half the state: 4 steps, content verified" \
 	"$REPLAY" --dir "$MNT" --state-size 768M --steps 4 --verify \
 	--stats "$MNT/.tierfs/stats" --stats-out "$T/st"
+# Kept blocks that went out early for a reader waiting for RAM
+# (flushes_kept) are left out: how many do depends on how fast the daemon
+# runs (t_keepplan), not on what the order keeps.
 flushes() { grep -oE '^cache .* flushes=[0-9]+' "$T/st/$1" | sed 's/.*flushes=//'; }
+kept_out() { tr ' ' '\n' <"$T/st/$1" | sed -n 's/^flushes_kept=//p'; }
 before=$(flushes step3-update) after=$(flushes step4-update)
-if [ -n "$before" ] && [ -n "$after" ]; then
-	wb=$((after - before))
-	echo "# step 4 wrote back $wb blocks of the 768 it wrote"
-	[ "$wb" -le 614 ] && ok "a steady step keeps blocks dirty in RAM: $wb write-backs <= 614" ||
-		fail "a steady step wrote back $wb blocks (> 614 of 768): kept blocks were written for nothing"
+kb=$(kept_out step3-update) ka=$(kept_out step4-update)
+if [ -n "$before" ] && [ -n "$after" ] && [ -n "$kb" ] && [ -n "$ka" ]; then
+	wb=$((after - before)) early=$((ka - kb))
+	echo "# step 4 wrote back $wb blocks of the 768 it wrote, $early of them kept ones for a waiter"
+	[ $((wb - early)) -le 614 ] &&
+		ok "a steady step keeps blocks dirty in RAM: $wb write-backs - $early for waiters <= 614" ||
+		fail "a steady step wrote back $wb blocks, $early for waiters (> 614 of 768 besides): kept blocks were written for nothing"
 else
 	fail "no stats snapshot of steps 3 and 4 in $T/st"
 fi

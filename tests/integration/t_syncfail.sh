@@ -85,7 +85,9 @@ export SYNCFAIL_FLAG="$T/fail" SYNCFAIL_PATH="/nvme1/"
 mount_shimmed syncfail "$T/c2.conf" || { fail "mount (truncated file)"; tap_exit; exit 1; }
 check "pin x to nvme1" sh -c ": >'$MNT/x' && setfattr -n user.tierfs.pin -v nvme1 '$MNT/x'"
 "$PY" -c "import os; fd = os.open('$MNT/x', os.O_WRONLY); os.pwrite(fd, b'a' * (3 << 20), 0)"
-sleep 2.5 # the idle write-back (flush_interval 1 s), with no tier sync
+# The idle write-back (flush_interval 1 s), with no tier sync: else the
+# truncate below would find x's bytes still in RAM and test nothing.
+check "x written back to nvme1" wait_for nothing_dirty
 check "truncate x to 0" truncate -s 0 "$MNT/x"
 touch "$SYNCFAIL_FLAG"
 check "nvme1 fails: fsync of a file on nvme0 runs a sync round: 0" fsync_says ok "$MNT/zero" 7
