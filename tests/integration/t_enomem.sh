@@ -117,8 +117,9 @@ touch "$FAILALLOC_FLAG"
 check "6 s of writes, fsyncs, reads and renames with 1 in 16 allocations failing: no wrong bytes" \
 	"$PY" "$T/load.py" "$MNT" "$T/want" load 6
 rm -f "$FAILALLOC_FLAG"
-sleep 1.2 # the shim writes its count once a second
-n=$(cat "$T/failed" 2>/dev/null)
+memory_back() { grep -q ' off$' "$T/failed" 2>/dev/null; }
+check "the shim stops failing allocations" wait_for memory_back
+n=$(cut -d' ' -f1 "$T/failed" 2>/dev/null)
 echo "# allocations failed: ${n:-?}"
 check "allocations did fail (${n:-none})" test "${n:-0}" -gt 0
 check "the daemon still runs" kill -0 "$TIERFS_PID"

@@ -4,11 +4,11 @@
  * file named by FAILALLOC_FLAG exists, one in FAILALLOC_EVERY (default 16)
  * of the calls to malloc, calloc, realloc, posix_memalign, aligned_alloc
  * and memalign returns NULL with errno ENOMEM, in every library of the
- * daemon (libfuse, LMDB, liburing and its own code). Whether the flag
- * exists is looked at every 64th call, so that the check costs little.
- * The count of failures made is written to FAILALLOC_COUNT (if set) by a
- * thread of the shim's own, once a second, never from inside an
- * allocation.
+ * daemon (libfuse, LMDB, liburing and its own code). A thread of the
+ * shim's own looks for the flag every 50 ms, never from inside an
+ * allocation, and writes to FAILALLOC_COUNT the count of failures made and
+ * whether it fails allocations now ("812 off"): a test waits for "off"
+ * before it counts on memory being back.
  *
  * Goes straight to glibc's __libc_* functions: dlsym may allocate itself.
  * Not for a build with AddressSanitizer, which brings its own allocator.
@@ -29,19 +29,17 @@ extern void *__libc_calloc(size_t n, size_t size);
 extern void *__libc_realloc(void *p, size_t size);
 extern void *__libc_memalign(size_t align, size_t size);
 
-static atomic_uint calls;
+static atomic_uint calls; /* while on */
 static atomic_bool on;
 static atomic_ulong failed;
 static unsigned every = 16;
 
 static bool fail_now(void)
 {
+	if (!atomic_load_explicit(&on, memory_order_relaxed))
+		return false;
 	unsigned n = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed);
-	if (n % 64 == 0) {
-		const char *f = getenv("FAILALLOC_FLAG");
-		atomic_store_explicit(&on, f && access(f, F_OK) == 0, memory_order_relaxed);
-	}
-	if (!atomic_load_explicit(&on, memory_order_relaxed) || n % every != every / 2)
+	if (n % every != every / 2)
 		return false;
 	atomic_fetch_add_explicit(&failed, 1, memory_order_relaxed);
 	errno = ENOMEM;
@@ -87,12 +85,18 @@ void *memalign(size_t align, size_t size)
 
 static void *reporter(void *arg)
 {
-	const char *path = arg;
+	(void)arg;
+	const char *flag = getenv("FAILALLOC_FLAG"), *path = getenv("FAILALLOC_COUNT");
 	for (;;) {
-		sleep(1);
-		char buf[32];
-		int n = snprintf(buf, sizeof(buf), "%lu\n",
-				 atomic_load_explicit(&failed, memory_order_relaxed));
+		usleep(50 * 1000);
+		bool now = flag && access(flag, F_OK) == 0;
+		atomic_store_explicit(&on, now, memory_order_relaxed);
+		if (!path)
+			continue;
+		char buf[48];
+		int n = snprintf(buf, sizeof(buf), "%lu %s\n",
+				 atomic_load_explicit(&failed, memory_order_relaxed),
+				 now ? "on" : "off");
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0)
 			continue;
@@ -109,8 +113,7 @@ __attribute__((constructor)) static void start(void)
 	const char *e = getenv("FAILALLOC_EVERY");
 	if (e && atoi(e) > 1)
 		every = (unsigned)atoi(e);
-	const char *path = getenv("FAILALLOC_COUNT");
 	pthread_t t;
-	if (path && pthread_create(&t, NULL, reporter, (void *)path) == 0)
+	if (pthread_create(&t, NULL, reporter, NULL) == 0)
 		pthread_detach(t);
 }
