@@ -785,9 +785,9 @@ static bool volatile_inode(const struct inode *in)
 #define WB_BACKOFF_MIN_NS (10 * 1000000ULL)
 #define WB_BACKOFF_MAX_NS (1000 * 1000000ULL)
 /* How long a request for RAM waits while write-back fails and none
- * succeeds, before it gets EIO: a disk that fails for a moment must not
- * fail writes, one that keeps failing must not hang them for ever. */
-#define WB_FAILING_NS (5000 * 1000000ULL)
+ * succeeds, before it gets EIO, is writeback_timeout: a disk that fails
+ * for a moment must not fail writes, one that keeps failing must not hang
+ * them for ever. A parallel file system's failover can take minutes. */
 /* At most one log line per tier per period for failed write-backs. */
 #define WB_LOG_NS (1000 * 1000000ULL)
 /* Per tier index, as g_wb_epoch; guarded by fs->lock. */
@@ -1116,12 +1116,13 @@ static int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, stru
 			} else if (now - stuck_since > STUCK_NS) {
 				patient = false;
 			}
-			/* No write-back succeeded for WB_FAILING_NS, and some
+			/* No write-back succeeded for writeback_timeout, and some
 			 * failed: RAM is full of blocks the tiers do not take.
 			 * Waiting longer would hang the request for as long as
 			 * the disk fails (t_wbstorm); a slow disk still
 			 * completes write-backs and never gets here. */
-			if (now - stuck_since > WB_FAILING_NS &&
+			if (now - stuck_since >
+				(uint64_t)fs->conf.writeback_timeout_ms * 1000000ULL &&
 			    atomic_load(&fs->stats.flush_errors) != errs_since) {
 				TFS_LOG("cache: no RAM block for inode %llu block %llu: write-back "
 					"has failed for %llu s (%llu blocks dirty): EIO",

@@ -240,11 +240,12 @@ enum mount_key {
 	MK_DIRTY,
 	MK_FLUSH,
 	MK_COMMIT,
+	MK_WB_TIMEOUT,
 	MK_N
 };
-static const char *const mount_keys[MK_N] = {"block_size",     "metadata",	 "sync_on_close",
-					     "allow_other",    "threads",	 "dirty_ratio",
-					     "flush_interval", "commit_interval"};
+static const char *const mount_keys[MK_N] = {
+    "block_size",  "metadata",	     "sync_on_close",	"allow_other",	    "threads",
+    "dirty_ratio", "flush_interval", "commit_interval", "writeback_timeout"};
 
 enum tier_key {
 	TK_TYPE,
@@ -613,7 +614,8 @@ static void copy_path(char *dst, const char *v)
 	dst[n] = '\0';
 }
 
-/* A period in seconds (flush_interval, commit_interval) into *MS. */
+/* A period in seconds (flush_interval, commit_interval, writeback_timeout)
+ * into *MS. */
 static void interval_key(struct parse *p, const char *name, const char *v, unsigned *ms)
 {
 	uint64_t x;
@@ -668,6 +670,9 @@ static void mount_key(struct parse *p, const char *name, const char *v)
 		break;
 	case MK_COMMIT:
 		interval_key(p, name, v, &c->commit_interval_ms);
+		break;
+	case MK_WB_TIMEOUT:
+		interval_key(p, name, v, &c->writeback_timeout_ms);
 		break;
 	default:
 		break;
@@ -1160,6 +1165,7 @@ static void set_defaults(struct config *c)
 	c->dirty_ratio = 25;
 	c->flush_interval_ms = 1000;
 	c->commit_interval_ms = 5000;
+	c->writeback_timeout_ms = 5000;
 	c->ram_tier = -1;
 	c->learn = true;
 	c->keep_plan = true;

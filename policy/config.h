@@ -2,7 +2,8 @@
  * policy/config.h — the tierfs config file (INI, parsed with inih).
  *
  *   [mount]        block_size, metadata, sync_on_close, allow_other, threads,
- *                  dirty_ratio, flush_interval, commit_interval
+ *                  dirty_ratio, flush_interval, commit_interval,
+ *                  writeback_timeout
  *   [tier NAME]    type = ram | posix, path, capacity, persistent, weight,
  *                  direct, queue_depth, slab_size, bandwidth[_read|_write],
  *                  max_bandwidth[_read|_write]
@@ -75,6 +76,10 @@ struct config {
 				       fractional) */
 	unsigned commit_interval_ms; /* least time between background metadata commits,
 					default 5000 (key in seconds, may be fractional) */
+	/* How long a request waiting for RAM waits while write-back fails
+	 * and none succeeds, before it gets EIO; default 5000 (key in
+	 * seconds, may be fractional). */
+	unsigned writeback_timeout_ms;
 
 	/* [tier NAME] in file order; exactly one has kind TIER_RAM (the cache). */
 	int ntiers;

@@ -12,7 +12,8 @@
 # instead of a line per failed I/O.
 # Once the disk works again the writer finishes, the bytes are right,
 # fsync returns 0 and a remount keeps them. A request for RAM while the
-# disk fails for longer gets an error in bounded time rather than hang.
+# disk fails for longer gets an error in bounded time rather than hang:
+# after writeback_timeout (5 s, then 1.5 s).
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -103,4 +104,27 @@ case "$n" in
 [0-9]*) check "after remount: the bytes written before EIO" prefix "$n" ;;
 esac
 check "unmount clean (2)" umount_fs
+
+# writeback_timeout: the time a request for RAM waits while write-back
+# fails (5 s above, as the log says) is the config's.
+check "the default wait before EIO: 5 s (daemon log)" \
+	grep -q 'write-back has failed for 5 s' "$T/daemon.log"
+sed -i 's/^\[mount\]$/&\nwriteback_timeout = 1.5/' "$T/c.conf"
+grep -q '^writeback_timeout = 1.5$' "$T/c.conf" || fail "config edit"
+: >"$T/daemon.log"
+: >"$T/wrote"
+export IOFAIL_EIO="$T/eio"
+mount_shimmed iofail "$T/c.conf" || { fail "mount (writeback_timeout)"; tap_exit; exit 1; }
+touch "$IOFAIL_EIO"
+"$PY" "$T/write.py" "$T/data" "$MNT/h" >"$T/wrote" &
+pid=$!
+wait_for answered
+w=$(cat "$T/wrote")
+echo "# writer while the disk fails, writeback_timeout = 1.5: ${w:-no answer in 20 s}"
+grep 'write-back has failed for' "$T/daemon.log" | head -1 | sed 's/^/# /'
+check "writeback_timeout = 1.5: EIO" test "${w%% *}" = EIO
+check "after 1.5 s, not 5 (daemon log)" grep -qE 'write-back has failed for [12] s' "$T/daemon.log"
+rm -f "$IOFAIL_EIO"
+wait $pid
+check "unmount clean (3)" umount_fs
 tap_exit

@@ -100,6 +100,7 @@ static void test_all_keys(void **state)
 		      "dirty_ratio = 40\n"
 		      "flush_interval = 0.5\n"
 		      "commit_interval = 0.25\n"
+		      "writeback_timeout = 300\n"
 		      "\n"
 		      "[tier nvme0]\n"
 		      "type = posix\n"
@@ -152,6 +153,7 @@ static void test_all_keys(void **state)
 	assert_int_equal(cfg.dirty_ratio, 40);
 	assert_int_equal(cfg.flush_interval_ms, 500);
 	assert_int_equal(cfg.commit_interval_ms, 250);
+	assert_int_equal(cfg.writeback_timeout_ms, 300000);
 
 	assert_int_equal(cfg.ntiers, 4);
 	assert_int_equal(cfg.ram_tier, 1);
@@ -172,7 +174,7 @@ static void test_all_keys(void **state)
 	assert_int_equal(t->max_bandwidth_read, 3ULL << 30);
 	assert_int_equal(t->max_bandwidth_write, 3ULL << 30);
 	assert_false(t->implicit);
-	assert_int_equal(t->line, 12);
+	assert_int_equal(t->line, 13);
 
 	t = &cfg.tiers[1];
 	assert_string_equal(t->name, "mem");
@@ -205,7 +207,7 @@ static void test_all_keys(void **state)
 	assert_string_equal(cfg.rules[0].match, "*_gradient_*.tensor.swp");
 	assert_int_equal(cfg.rules[0].tier, 1);
 	assert_false(cfg.rules[0].persistent);
-	assert_int_equal(cfg.rules[0].line, 46);
+	assert_int_equal(cfg.rules[0].line, 47);
 	assert_int_equal(cfg.rules[1].tier, 0);
 	assert_true(cfg.rules[1].persistent);
 }
@@ -222,6 +224,7 @@ static void test_defaults_implicit_ram(void **state)
 	assert_int_equal(cfg.dirty_ratio, 25);
 	assert_int_equal(cfg.flush_interval_ms, 1000);
 	assert_int_equal(cfg.commit_interval_ms, 5000);
+	assert_int_equal(cfg.writeback_timeout_ms, 5000);
 	assert_true(cfg.learn);
 	assert_int_equal(cfg.prefetch_depth, 64);
 	assert_int_equal(cfg.learn_max_cycle, 0);
@@ -578,6 +581,8 @@ static const struct bad bads[] = {
     {POSIX_A "[mount]\nflush_interval = 3601\n", 5, "key 'flush_interval'", "3600"},
     {POSIX_A "[mount]\ncommit_interval = 0\n", 5, "key 'commit_interval'", "more than 0"},
     {POSIX_A "[mount]\ncommit_interval = soon\n", 5, "key 'commit_interval'", "seconds"},
+    {POSIX_A "[mount]\nwriteback_timeout = 0\n", 5, "key 'writeback_timeout'", "more than 0"},
+    {POSIX_A "[mount]\nwriteback_timeout = 1h\n", 5, "key 'writeback_timeout'", "seconds"},
     {POSIX_A "[mount]\ndirty_ratio = 0\n", 5, "key 'dirty_ratio'", "1 to 100"},
     {POSIX_A "[policy]\nprefetch_depth = 65537\n", 5, "key 'prefetch_depth'", "0 to 65536"},
     {POSIX_A "[policy]\nlearn_max_cycle = 1000\n", 5, "key 'learn_max_cycle'", "1024 to"},
