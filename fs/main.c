@@ -205,14 +205,17 @@ static int check_mountpoint(const struct config *c, const char *mnt)
 static int add_user_opts(char *opts, size_t size, char *user, bool *noatime)
 {
 	char *save = NULL;
+	bool ro = false;
 	for (char *o = strtok_r(user, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
 		/* The kernel leaves atime to a FUSE daemon, which learns of the
-		 * option only here. relatime is the default, strictatime is
+		 * options only here. relatime is the default, strictatime is
 		 * taken as it. */
 		if (!strcmp(o, "noatime"))
 			*noatime = true;
 		else if (!strcmp(o, "relatime") || !strcmp(o, "strictatime") || !strcmp(o, "atime"))
 			*noatime = false;
+		else if (!strcmp(o, "ro") || !strcmp(o, "rw"))
+			ro = o[1] == 'o';
 		if (!strcmp(o, "defaults") || !strcmp(o, "default_permissions") ||
 		    !strcmp(o, "_netdev") || !strcmp(o, "nofail") || !strcmp(o, "auto") ||
 		    !strcmp(o, "noauto") || !strcmp(o, "user") || !strcmp(o, "users"))
@@ -231,6 +234,10 @@ static int add_user_opts(char *opts, size_t size, char *user, bool *noatime)
 		strcat(opts, ",");
 		strcat(opts, o);
 	}
+	/* A read-only mount writes no atime either: its user expects the
+	 * tiers and the metadata left as they are. */
+	if (ro)
+		*noatime = true;
 	return 0;
 }
 

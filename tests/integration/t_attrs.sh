@@ -90,4 +90,11 @@ mount_fs "$T/c.conf" -o noatime || { fail "mount -o noatime"; tap_exit; exit 1; 
 got=$(atimes "$MNT/at")
 check "-o noatime: reads leave atime ($got)" test "$got" = "read after write same, read again same"
 check "unmount" umount_fs
+# -o ro: nothing written, atime included (at was written after its last read).
+mount_fs "$T/c.conf" -o ro || { fail "mount -o ro"; tap_exit; exit 1; }
+a0=$(stat -c %x "$MNT/at")
+sleep 0.05
+cat "$MNT/at" >/dev/null
+check "-o ro: a read leaves atime ($a0, then $(stat -c %x "$MNT/at"))" test "$(stat -c %x "$MNT/at")" = "$a0"
+check "unmount" umount_fs
 tap_exit
