@@ -71,6 +71,12 @@ void fs_kill_setid(struct meta_inode *attr)
 		attr->mode &= ~(uint32_t)(S_ISUID | (attr->mode & S_IXGRP ? S_ISGID : 0));
 }
 
+/* Whether time A (seconds, nanoseconds) is not after time B. */
+static bool not_after(int64_t a_sec, uint32_t a_nsec, int64_t b_sec, uint32_t b_nsec)
+{
+	return a_sec < b_sec || (a_sec == b_sec && a_nsec <= b_nsec);
+}
+
 void fs_read_atime(struct fs *fs, struct inode *in)
 {
 	if (fs->noatime)
@@ -79,11 +85,9 @@ void fs_read_atime(struct fs *fs, struct inode *in)
 	int64_t now;
 	uint32_t nsec;
 	fs_now(&now, &nsec);
-	bool before_m = a->atime_sec < a->mtime_sec ||
-			(a->atime_sec == a->mtime_sec && a->atime_nsec <= a->mtime_nsec);
-	bool before_c = a->atime_sec < a->ctime_sec ||
-			(a->atime_sec == a->ctime_sec && a->atime_nsec <= a->ctime_nsec);
-	if (!before_m && !before_c && now - a->atime_sec < 24 * 3600)
+	if (!not_after(a->atime_sec, a->atime_nsec, a->mtime_sec, a->mtime_nsec) &&
+	    !not_after(a->atime_sec, a->atime_nsec, a->ctime_sec, a->ctime_nsec) &&
+	    now - a->atime_sec < 24 * 3600)
 		return;
 	a->atime_sec = now;
 	a->atime_nsec = nsec;

@@ -214,8 +214,10 @@ static int add_user_opts(char *opts, size_t size, char *user, bool *noatime)
 			*noatime = true;
 		else if (!strcmp(o, "relatime") || !strcmp(o, "strictatime") || !strcmp(o, "atime"))
 			*noatime = false;
-		else if (!strcmp(o, "ro") || !strcmp(o, "rw"))
-			ro = o[1] == 'o';
+		else if (!strcmp(o, "ro"))
+			ro = true;
+		else if (!strcmp(o, "rw"))
+			ro = false;
 		if (!strcmp(o, "defaults") || !strcmp(o, "default_permissions") ||
 		    !strcmp(o, "_netdev") || !strcmp(o, "nofail") || !strcmp(o, "auto") ||
 		    !strcmp(o, "noauto") || !strcmp(o, "user") || !strcmp(o, "users"))

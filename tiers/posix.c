@@ -236,13 +236,35 @@ static uint64_t grown_bytes(struct posix_tier *pt, int fd, uint64_t idx)
 	return n < slab_bytes(pt, idx) ? n : slab_bytes(pt, idx);
 }
 
+/* Open the slab file PATH, creating it if it is missing (*CREATED says
+ * which): the fd, or -errno. */
+static int slab_open(const struct posix_tier *pt, const char *path, bool *created)
+{
+	*created = false;
+	int fd = open(path, open_flags(pt) | O_CREAT | O_EXCL, 0600);
+	if (fd >= 0)
+		*created = true;
+	else if (errno == EEXIST)
+		fd = open(path, open_flags(pt));
+	return fd >= 0 ? fd : -errno;
+}
+
+/* Remove the slab file PATH that this tier created and could not grow:
+ * left behind, empty or with part of its allocation, it would eat the
+ * free space and be grown again at every mount. */
+static void slab_remove(const struct posix_tier *pt, const char *path)
+{
+	if (unlink(path))
+		tier_log(pt->t, "%s: cannot remove the slab that could not grow: %s", path,
+			 strerror(errno));
+}
+
 /* Make slab idx usable for slot: open it (creating it if need be) and,
  * with NEED_SPACE (the slot is being allocated), preallocate it: whole if
  * the disk has room, else up to the slot, in PARTIAL_GROW_BYTES steps
  * while they fit. A slot that already holds a block needs only the fd. A
- * slab this call created and could not grow to the slot is removed again:
- * left behind, empty or with part of its allocation, it would eat the free
- * space and be grown again at every mount. */
+ * slab this call created and could not grow to the slot is removed again
+ * (slab_remove). */
 static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool need_space)
 {
 	uint64_t need = (slot - idx * pt->slots_per_slab + 1) * pt->t->block_size;
@@ -264,13 +286,9 @@ static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool 
 	}
 	bool created = false;
 	if (fd < 0) {
-		fd = open(path, open_flags(pt) | O_CREAT | O_EXCL, 0600);
-		if (fd >= 0)
-			created = true;
-		else if (errno == EEXIST)
-			fd = open(path, open_flags(pt));
+		fd = slab_open(pt, path, &created);
 		if (fd < 0) {
-			rc = -errno;
+			rc = fd;
 			tier_log(pt->t, "slot %" PRIu64 ": cannot create slab %s: %s", slot, path,
 				 strerror(-rc));
 			goto out;
@@ -306,9 +324,8 @@ static int ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool 
 	 * would inherit a size it does not have. */
 	if (grown > pt->grown[idx] && !(rc && created))
 		__atomic_store_n(&pt->grown[idx], grown, __ATOMIC_RELEASE);
-	if (rc && created && unlink(path))
-		tier_log(pt->t, "%s: cannot remove the slab that could not grow: %s", path,
-			 strerror(errno));
+	if (rc && created)
+		slab_remove(pt, path);
 	if (rc && (created || need_space)) {
 		if (pt->fds[idx] < 0)
 			close(fd);
@@ -335,24 +352,18 @@ static void make_ahead(struct posix_tier *pt, uint64_t idx)
 	pthread_mutex_unlock(&pt->slab_lock);
 	char path[PATH_MAX + 32];
 	slab_path(pt, idx, path, sizeof(path));
-	bool created = true;
-	int fd = open(path, open_flags(pt) | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		created = false;
-		fd = open(path, open_flags(pt));
-	}
-	int rc = 0;
+	bool created;
+	int fd = slab_open(pt, path, &created), rc = 0;
 	if (fd < 0) {
-		rc = -errno;
+		rc = fd;
 		tier_log(pt->t, "cannot create slab %s ahead of need: %s", path, strerror(-rc));
 	} else {
 		rc = preallocate(pt, fd, slab_bytes(pt, idx), path);
 	}
 	if (rc && fd >= 0) {
 		close(fd);
-		if (created && unlink(path))
-			tier_log(pt->t, "%s: cannot remove the slab that could not grow: %s", path,
-				 strerror(errno));
+		if (created)
+			slab_remove(pt, path);
 	}
 	pthread_mutex_lock(&pt->slab_lock);
 	if (rc == 0) {
