@@ -120,8 +120,10 @@ wait_for() {
 }
 
 # stat_field LINE KEY: KEY's value on the line of MNT/.tierfs/stats that
-# starts with LINE ("cache", "tier nvme0", ...).
-stat_field() { grep "^$1 " "$MNT/.tierfs/stats" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+# starts with LINE ("cache", "tier nvme0", ...); snap_field FILE LINE KEY:
+# the same in FILE, a copy of the stats (tierfs-replay --stats-out).
+snap_field() { grep "^$2 " "$1" | tr ' ' '\n' | sed -n "s/^$3=//p"; }
+stat_field() { snap_field "$MNT/.tierfs/stats" "$@"; }
 
 # nothing_dirty: the cache holds no dirty block.
 nothing_dirty() { grep -q '^cache .* dirty=0 ' "$MNT/.tierfs/stats"; }

@@ -88,8 +88,7 @@ for i in 0 1 2 3 4 5 6 7; do
 done
 # Those of the last update phase: the blocks kept at its end were written
 # in it.
-kw() { tr ' ' '\n' <"$1" | sed -n 's/^flushes_kept=//p'; }
-before=$(kw "$T/snap/step4-backward")
+before=$(snap_field "$T/snap/step4-backward" cache flushes_kept)
 early=$(($(stat_field cache flushes_kept) - ${before:-0}))
 echo "# blocks of each sub-group's 48 kept dirty in RAM after the last step:$shares"
 check "every sub-group keeps the plan's 12 blocks in RAM, but for kept blocks written back for a waiter ($short short, flushes_kept=$early:$shares)" \

@@ -128,10 +128,8 @@ check "RAM = half the state: 4 steps, content verified" \
 # Kept blocks that went out early for a reader waiting for RAM
 # (flushes_kept) are left out: how many do depends on how fast the daemon
 # runs (t_keepplan), not on what the order keeps.
-flushes() { grep -oE '^cache .* flushes=[0-9]+' "$T/st/$1" | sed 's/.*flushes=//'; }
-kept_out() { tr ' ' '\n' <"$T/st/$1" | sed -n 's/^flushes_kept=//p'; }
-before=$(flushes step3-update) after=$(flushes step4-update)
-kb=$(kept_out step3-update) ka=$(kept_out step4-update)
+before=$(snap_field "$T/st/step3-update" cache flushes) after=$(snap_field "$T/st/step4-update" cache flushes)
+kb=$(snap_field "$T/st/step3-update" cache flushes_kept) ka=$(snap_field "$T/st/step4-update" cache flushes_kept)
 if [ -n "$before" ] && [ -n "$after" ] && [ -n "$kb" ] && [ -n "$ka" ]; then
 	wb=$((after - before)) early=$((ka - kb))
 	echo "# step 4 wrote back $wb blocks of the 768 it wrote, $early of them kept ones for a waiter"
