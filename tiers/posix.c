@@ -84,6 +84,13 @@ struct posix_tier {
 	bool full_logged;
 	/* files_gone has logged (atomic). */
 	bool gone_logged;
+	/* Per slab: a write to it completed since its last fdatasync; and a
+	 * slab was created or removed since the directory's last fsync.
+	 * Atomic: set by the completion and slab paths, taken by
+	 * posix_sync, which a commit runs every few seconds: a sync of
+	 * every slab each time cost a flush per slab on a tier of hundreds. */
+	bool *written;
+	bool dir_changed;
 	pthread_mutex_t slab_lock;
 	/* The slab the ahead thread is asked to make (-1: none), the one it is
 	 * making now outside slab_lock (ensure_slab waits for that one rather
@@ -238,13 +245,14 @@ static uint64_t grown_bytes(struct posix_tier *pt, int fd, uint64_t idx)
 
 /* Open the slab file PATH, creating it if it is missing (*CREATED says
  * which): the fd, or -errno. */
-static int slab_open(const struct posix_tier *pt, const char *path, bool *created)
+static int slab_open(struct posix_tier *pt, const char *path, bool *created)
 {
 	*created = false;
 	int fd = open(path, open_flags(pt) | O_CREAT | O_EXCL, 0600);
-	if (fd >= 0)
+	if (fd >= 0) {
 		*created = true;
-	else if (errno == EEXIST)
+		__atomic_store_n(&pt->dir_changed, true, __ATOMIC_RELEASE);
+	} else if (errno == EEXIST)
 		fd = open(path, open_flags(pt));
 	return fd >= 0 ? fd : -errno;
 }
@@ -252,8 +260,9 @@ static int slab_open(const struct posix_tier *pt, const char *path, bool *create
 /* Remove the slab file PATH that this tier created and could not grow:
  * left behind, empty or with part of its allocation, it would eat the
  * free space and be grown again at every mount. */
-static void slab_remove(const struct posix_tier *pt, const char *path)
+static void slab_remove(struct posix_tier *pt, const char *path)
 {
+	__atomic_store_n(&pt->dir_changed, true, __ATOMIC_RELEASE);
 	if (unlink(path))
 		tier_log(pt->t, "%s: cannot remove the slab that could not grow: %s", path,
 			 strerror(errno));
@@ -740,6 +749,9 @@ static void handle_cqe(struct posix_tier *pt, struct tier_io *io, int res)
 	struct tier *t = pt->t;
 	const char *what = io->op == TIER_OP_READ ? "read" : "write";
 	char path[PATH_MAX + 32];
+	if (io->op == TIER_OP_WRITE)
+		__atomic_store_n(&pt->written[io->slot / pt->slots_per_slab], true,
+				 __ATOMIC_RELEASE);
 	if (res == -EAGAIN || res == -EINTR || res > 0) {
 		if (res > 0)
 			io->result += res;
@@ -823,6 +835,7 @@ static void free_pt(struct posix_tier *pt)
 		free(pt->fds);
 	}
 	free(pt->grown);
+	free(pt->written);
 	if (pt->dirfd >= 0)
 		close(pt->dirfd);
 	pthread_cond_destroy(&pt->slab_cond);
@@ -943,7 +956,8 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 
 	pt->fds = malloc(pt->nslabs * sizeof(int));
 	pt->grown = calloc(pt->nslabs, sizeof(uint64_t));
-	if (!pt->fds || !pt->grown) {
+	pt->written = calloc(pt->nslabs, sizeof(bool));
+	if (!pt->fds || !pt->grown || !pt->written) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -1068,16 +1082,21 @@ static int posix_sync(struct tier *t)
 	int rc = 0;
 	for (uint64_t i = 0; i < pt->nslabs; i++) {
 		int fd = __atomic_load_n(&pt->fds[i], __ATOMIC_ACQUIRE);
-		if (fd >= 0 && fdatasync(fd)) {
+		if (fd < 0 || !__atomic_exchange_n(&pt->written[i], false, __ATOMIC_ACQ_REL))
+			continue;
+		if (fdatasync(fd)) {
 			char path[PATH_MAX + 32];
 			rc = -errno;
+			/* Not again: the kernel reports a failed flush once,
+			 * and the caller has this one. */
 			slab_path(pt, i, path, sizeof(path));
 			tier_log(t, "%s: fdatasync failed: %s", path, strerror(-rc));
 		}
 	}
 	/* New slab files must survive too: their directory entries. */
-	if (fsync(pt->dirfd)) {
+	if (__atomic_exchange_n(&pt->dir_changed, false, __ATOMIC_ACQ_REL) && fsync(pt->dirfd)) {
 		rc = -errno;
+		__atomic_store_n(&pt->dir_changed, true, __ATOMIC_RELEASE);
 		tier_log(t, "%s: fsync of the directory failed: %s", pt->dir, strerror(-rc));
 	}
 	int gone = files_gone(pt);
