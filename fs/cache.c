@@ -2199,6 +2199,8 @@ static uint64_t durable_size(const struct fs *fs, const struct inode *in)
 	return size;
 }
 
+static int sync_tiers(struct fs *fs);
+
 /* Under g_commit_lock. *WROTE: whether there was anything to commit (a
  * metadata transaction ran). */
 static int commit_locked(struct fs *fs, bool *wrote)
@@ -2272,7 +2274,15 @@ static int commit_locked(struct fs *fs, bool *wrote)
 	pthread_mutex_unlock(&fs->lock);
 
 	*wrote = np || na || nfreed;
-	if (*wrote) {
+	/* The records name slots written since the last commit. Their bytes
+	 * must be durable before the map names them: after a power failure
+	 * the map would hold the new checksum over a slot the disk never
+	 * got, and the block, whose old copy was intact, would read as an
+	 * I/O error (t_powercut). A sync that fails keeps the records for
+	 * the next try; the old copies stay in the map meanwhile. */
+	if (np && (rc = sync_tiers(fs)))
+		*wrote = false;
+	else if (*wrote) {
 		struct meta_txn *t;
 		rc = meta_txn_begin(fs->meta, true, &t);
 		for (size_t i = 0; !rc && i < np; i++) {
@@ -2304,6 +2314,11 @@ static int commit_locked(struct fs *fs, bool *wrote)
 		else
 			rc = meta_txn_commit(t);
 	}
+	/* LMDB makes a commit durable only at its next sync (MDB_NOMETASYNC,
+	 * meta.c). A freed slot used again before that would, after a power
+	 * failure, be named by the map the disk kept, over someone else's
+	 * bytes: the frees wait for the sync. */
+	bool frees_durable = !rc && (!nfreed || meta_sync(fs->meta) == 0);
 	pthread_mutex_lock(&fs->lock);
 	if (rc) {
 		TFS_LOG("metadata commit failed: %s", strerror(-rc));
@@ -2325,8 +2340,12 @@ static int commit_locked(struct fs *fs, bool *wrote)
 			if (in)
 				in->committed_size = attrs[i].size;
 		}
-		for (size_t i = 0; i < nfreed; i++)
-			tier_free(fs->tiers[freed[i].tier], freed[i].slot);
+		for (size_t i = 0; i < nfreed; i++) {
+			if (frees_durable)
+				tier_free(fs->tiers[freed[i].tier], freed[i].slot);
+			else
+				defer_free(fs, freed[i].tier, freed[i].slot);
+		}
 		g_swept_bytes += inode_sweep(fs);
 	}
 	pthread_mutex_unlock(&fs->lock);
