@@ -67,6 +67,11 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libtierfs.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtierfs.a $(LIBS) $(shell pkg-config --libs cmocka)
 
+# powerfs is a FUSE file system of its own (t_powercut's disk).
+$(BUILD)/tests/bin/powerfs: tests/integration/powerfs.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(shell pkg-config --libs fuse3)
+
 $(BUILD)/tests/bin/%: tests/integration/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -laio -luring -lxxhash -lm

@@ -9,47 +9,6 @@
 require_tierfs
 require_cmd "$PY" sha256sum
 
-# synced_writer DIR PREFIX N SEED: write N files of assorted sizes, fsync each
-# (and the directory), print "sha256  path" of each only after fsync returned 0.
-synced_writer() {
-	"$PY" - "$@" <<'PYEOF'
-import hashlib, os, sys
-d, prefix, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-os.makedirs(d, exist_ok=True)
-sizes = [0, 1, 4096, 1 << 20, (1 << 20) + 1, (3 << 20) - 7, 5 << 20, 123457]
-for i in range(n):
-    p = "%s/%s%d" % (d, prefix, i)
-    size = sizes[(i + seed) % len(sizes)]
-    data = hashlib.sha256(b"%d-%d" % (seed, i)).digest() * (size // 32 + 1)
-    data = data[:size]
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    off = 0
-    while off < size:
-        off += os.write(fd, data[off:])
-    if i % 3 == 0:  # overwrite part of it, so the synced state is a second version
-        os.pwrite(fd, b"V2" * 1000, size // 2)
-        data = bytearray(data)
-        data[size // 2:size // 2 + 2000] = (b"V2" * 1000)
-        data = bytes(data)
-    os.fsync(fd)
-    os.close(fd)
-    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    os.fsync(dfd)
-    os.close(dfd)
-    print("%s  %s" % (hashlib.sha256(data).hexdigest(), p), flush=True)
-PYEOF
-}
-
-# busy writer: keeps writing unsynced data until the mount dies
-busy_writer() {
-	local d=$1
-	mkdir -p "$d"
-	while :; do
-		head -c $((2 << 20)) /dev/urandom >"$d/busy.$((RANDOM % 4))" 2>/dev/null || break
-		dd if=/dev/urandom of="$d/busy.grow" bs=64k count=4 oflag=append conv=notrunc status=none 2>/dev/null || break
-	done
-}
-
 default_conf >"$T/c.conf"
 : >"$T/synced.sums"
 for round in 1 2; do
