@@ -10,7 +10,6 @@
  *   TIERFS_BIN=build/tests/bench/passfs scripts/bench.sh
  */
 #define FUSE_USE_VERSION 35
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse.h>
@@ -22,16 +21,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char backing[PATH_MAX];
+#include "tests/passthru.h"
+
 static _Atomic unsigned long long bytes_read, bytes_written;
 
 #define STATS_PATH "/.tierfs/stats"
-
-static int full(char *out, const char *path)
-{
-	int r = snprintf(out, PATH_MAX, "%s%s", backing, path);
-	return r < 0 || r >= PATH_MAX ? -ENAMETOOLONG : 0;
-}
 
 static int stats_text(char *buf, size_t len)
 {
@@ -59,7 +53,7 @@ static int p_getattr(const char *path, struct stat *st, struct fuse_file_info *f
 		st->st_size = stats_text(b, sizeof(b));
 		return 0;
 	}
-	int r = full(p, path);
+	int r = pt_full(p, path);
 	if (r)
 		return r;
 	return lstat(p, st) ? -errno : 0;
@@ -69,47 +63,18 @@ static int p_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t of
 		     struct fuse_file_info *fi, enum fuse_readdir_flags fl)
 {
 	(void)off, (void)fi, (void)fl;
-	char p[PATH_MAX];
 	if (!strcmp(path, "/.tierfs")) {
 		fill(buf, ".", NULL, 0, 0);
 		fill(buf, "..", NULL, 0, 0);
 		fill(buf, "stats", NULL, 0, 0);
 		return 0;
 	}
-	int r = full(p, path);
+	int r = pt_readdir(path, buf, fill);
 	if (r)
 		return r;
-	DIR *d = opendir(p);
-	if (!d)
-		return -errno;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		fill(buf, e->d_name, NULL, 0, 0);
-	closedir(d);
 	if (!strcmp(path, "/"))
 		fill(buf, ".tierfs", NULL, 0, 0);
 	return 0;
-}
-
-static int p_mkdir(const char *path, mode_t mode)
-{
-	char p[PATH_MAX];
-	int r = full(p, path);
-	return r ? r : mkdir(p, mode) ? -errno : 0;
-}
-
-static int p_unlink(const char *path)
-{
-	char p[PATH_MAX];
-	int r = full(p, path);
-	return r ? r : unlink(p) ? -errno : 0;
-}
-
-static int p_rmdir(const char *path)
-{
-	char p[PATH_MAX];
-	int r = full(p, path);
-	return r ? r : rmdir(p) ? -errno : 0;
 }
 
 static int p_truncate(const char *path, off_t size, struct fuse_file_info *fi)
@@ -117,7 +82,7 @@ static int p_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	if (fi)
 		return ftruncate((int)fi->fh, size) ? -errno : 0;
 	char p[PATH_MAX];
-	int r = full(p, path);
+	int r = pt_full(p, path);
 	return r ? r : truncate(p, size) ? -errno : 0;
 }
 
@@ -130,18 +95,7 @@ static int open_common(const char *path, struct fuse_file_info *fi, int extra, m
 		fi->direct_io = 1;
 		return 0;
 	}
-	char p[PATH_MAX];
-	int r = full(p, path);
-	if (r)
-		return r;
-	/* the backing fd is buffered: FUSE hands us unaligned buffers */
-	int fd = open(p, (fi->flags & ~O_DIRECT) | extra, mode);
-	if (fd < 0)
-		return -errno;
-	fi->fh = (uint64_t)fd;
-	if (fi->flags & O_DIRECT)
-		fi->direct_io = 1;
-	return 0;
+	return pt_open(path, fi, extra, mode);
 }
 
 static int p_open(const char *path, struct fuse_file_info *fi)
@@ -192,25 +146,19 @@ static int p_release(const char *path, struct fuse_file_info *fi)
 	return 0;
 }
 
-static int p_statfs(const char *path, struct statvfs *st)
-{
-	(void)path;
-	return statvfs(backing, st) ? -errno : 0;
-}
-
 static const struct fuse_operations ops = {
     .getattr = p_getattr,
     .readdir = p_readdir,
-    .mkdir = p_mkdir,
-    .unlink = p_unlink,
-    .rmdir = p_rmdir,
+    .mkdir = pt_mkdir,
+    .unlink = pt_unlink,
+    .rmdir = pt_rmdir,
     .truncate = p_truncate,
     .open = p_open,
     .create = p_create,
     .read = p_read,
     .write = p_write,
     .release = p_release,
-    .statfs = p_statfs,
+    .statfs = pt_statfs,
 };
 
 int main(int argc, char **argv)
@@ -226,7 +174,7 @@ int main(int argc, char **argv)
 	}
 	char line[PATH_MAX + 64];
 	int lineno = 0;
-	while (!backing[0] && fgets(line, sizeof(line), f)) {
+	while (!pt_backing[0] && fgets(line, sizeof(line), f)) {
 		lineno++;
 		char *v;
 		if (strncmp(line, "path", 4) || !(v = strchr(line, '=')))
@@ -235,14 +183,14 @@ int main(int argc, char **argv)
 		while (*v == ' ' || *v == '\t')
 			v++;
 		v[strcspn(v, "\r\n")] = 0;
-		if (!realpath(v, backing)) {
+		if (!realpath(v, pt_backing)) {
 			fprintf(stderr, "passfs: %s:%d: key 'path': %s: %m\n", argv[1], lineno, v);
 			fclose(f);
 			return 1;
 		}
 	}
 	fclose(f);
-	if (!backing[0]) {
+	if (!pt_backing[0]) {
 		fprintf(stderr, "passfs: %s: no 'path =' key\n", argv[1]);
 		return 1;
 	}

@@ -31,7 +31,6 @@
  * Not fast; a test stand-in.
  */
 #define FUSE_USE_VERSION 35
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse.h>
@@ -46,9 +45,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "tests/passthru.h"
+
 #define PG 4096u
 
-static char backing[PATH_MAX];
 static unsigned keep_pct;
 static unsigned long long seed = 1;
 
@@ -75,12 +75,6 @@ struct vfile {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vfile *files;
-
-static int full(char *out, const char *path)
-{
-	int r = snprintf(out, PATH_MAX, "%s%s", backing, path);
-	return r < 0 || r >= PATH_MAX ? -ENAMETOOLONG : 0;
-}
 
 static struct page *page_slot(struct vfile *v, uint64_t idx)
 {
@@ -327,7 +321,7 @@ static int p_getattr(const char *path, struct stat *st, struct fuse_file_info *f
 	if (fi)
 		return fstat((int)fi->fh, st) ? -errno : 0;
 	char p[PATH_MAX];
-	int r = full(p, path);
+	int r = pt_full(p, path);
 	return r ? r : lstat(p, st) ? -errno : 0;
 }
 
@@ -335,47 +329,15 @@ static int p_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t of
 		     struct fuse_file_info *fi, enum fuse_readdir_flags fl)
 {
 	(void)off, (void)fi, (void)fl;
-	char p[PATH_MAX];
-	int r = full(p, path);
-	if (r)
-		return r;
-	DIR *d = opendir(p);
-	if (!d)
-		return -errno;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		fill(buf, e->d_name, NULL, 0, 0);
-	closedir(d);
-	return 0;
-}
-
-static int p_mkdir(const char *path, mode_t mode)
-{
-	char p[PATH_MAX];
-	int r = full(p, path);
-	return r ? r : mkdir(p, mode) ? -errno : 0;
-}
-
-static int p_unlink(const char *path)
-{
-	char p[PATH_MAX];
-	int r = full(p, path);
-	return r ? r : unlink(p) ? -errno : 0;
-}
-
-static int p_rmdir(const char *path)
-{
-	char p[PATH_MAX];
-	int r = full(p, path);
-	return r ? r : rmdir(p) ? -errno : 0;
+	return pt_readdir(path, buf, fill);
 }
 
 static int p_rename(const char *from, const char *to, unsigned int flags)
 {
 	char a[PATH_MAX], b[PATH_MAX];
-	int r = full(a, from);
+	int r = pt_full(a, from);
 	if (!r)
-		r = full(b, to);
+		r = pt_full(b, to);
 	return r ? r : renameat2(AT_FDCWD, a, AT_FDCWD, b, flags) ? -errno : 0;
 }
 
@@ -384,7 +346,7 @@ static int p_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	if (fi)
 		return fchmod((int)fi->fh, mode) ? -errno : 0;
 	char p[PATH_MAX];
-	int r = full(p, path);
+	int r = pt_full(p, path);
 	return r ? r : chmod(p, mode) ? -errno : 0;
 }
 
@@ -393,7 +355,7 @@ static int p_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info
 	if (fi)
 		return fchown((int)fi->fh, uid, gid) ? -errno : 0;
 	char p[PATH_MAX];
-	int r = full(p, path);
+	int r = pt_full(p, path);
 	return r ? r : lchown(p, uid, gid) ? -errno : 0;
 }
 
@@ -402,7 +364,7 @@ static int p_utimens(const char *path, const struct timespec tv[2], struct fuse_
 	if (fi)
 		return futimens((int)fi->fh, tv) ? -errno : 0;
 	char p[PATH_MAX];
-	int r = full(p, path);
+	int r = pt_full(p, path);
 	return r ? r : utimensat(AT_FDCWD, p, tv, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
 }
 
@@ -411,7 +373,7 @@ static int p_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	int fd = fi ? (int)fi->fh : -1, rc = 0;
 	char p[PATH_MAX];
 	if (fd < 0) {
-		if ((rc = full(p, path)) || (fd = open(p, O_WRONLY | O_CLOEXEC)) < 0)
+		if ((rc = pt_full(p, path)) || (fd = open(p, O_WRONLY | O_CLOEXEC)) < 0)
 			return rc ? rc : -errno;
 	}
 	pthread_mutex_lock(&lock);
@@ -432,30 +394,14 @@ static int p_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	return rc;
 }
 
-static int open_common(const char *path, struct fuse_file_info *fi, int extra, mode_t mode)
-{
-	char p[PATH_MAX];
-	int r = full(p, path);
-	if (r)
-		return r;
-	/* The backing fd is buffered: FUSE hands us unaligned buffers. */
-	int fd = open(p, (fi->flags & ~O_DIRECT) | extra, mode);
-	if (fd < 0)
-		return -errno;
-	fi->fh = (uint64_t)fd;
-	if (fi->flags & O_DIRECT)
-		fi->direct_io = 1;
-	return 0;
-}
-
 static int p_open(const char *path, struct fuse_file_info *fi)
 {
-	return open_common(path, fi, 0, 0);
+	return pt_open(path, fi, 0, 0);
 }
 
 static int p_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
-	return open_common(path, fi, O_CREAT, mode);
+	return pt_open(path, fi, O_CREAT, mode);
 }
 
 static int p_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
@@ -516,20 +462,14 @@ static int p_release(const char *path, struct fuse_file_info *fi)
 	return close((int)fi->fh) ? -errno : 0;
 }
 
-static int p_statfs(const char *path, struct statvfs *st)
-{
-	(void)path;
-	return statvfs(backing, st) ? -errno : 0;
-}
-
 static const struct fuse_operations ops = {
     .init = p_init,
     .destroy = p_destroy,
     .getattr = p_getattr,
     .readdir = p_readdir,
-    .mkdir = p_mkdir,
-    .unlink = p_unlink,
-    .rmdir = p_rmdir,
+    .mkdir = pt_mkdir,
+    .unlink = pt_unlink,
+    .rmdir = pt_rmdir,
     .rename = p_rename,
     .chmod = p_chmod,
     .chown = p_chown,
@@ -543,7 +483,7 @@ static const struct fuse_operations ops = {
     .fsyncdir = p_fsyncdir,
     .fallocate = p_fallocate,
     .release = p_release,
-    .statfs = p_statfs,
+    .statfs = pt_statfs,
 };
 
 int main(int argc, char **argv)
@@ -552,7 +492,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: powerfs BACKING MOUNTPOINT [-f] [fuse options]\n");
 		return 2;
 	}
-	if (!realpath(argv[1], backing)) {
+	if (!realpath(argv[1], pt_backing)) {
 		fprintf(stderr, "powerfs: %s: %m\n", argv[1]);
 		return 1;
 	}
