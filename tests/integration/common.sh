@@ -184,3 +184,25 @@ busy_writer() {
 		dd if=/dev/urandom of="$d/busy.grow" bs=64k count=4 oflag=append conv=notrunc status=none 2>/dev/null || break
 	done
 }
+
+# check_survivors ROUND DIR...: after a crash and a remount, every file in
+# $T/synced.sums (sha256sum lines, paths relative to MNT) is intact, and
+# every file in the DIRs, written during the crash, reads without I/O
+# errors, whatever its content.
+check_survivors() {
+	local round=$1 d f bad=0
+	shift
+	if (cd "$MNT" && sha256sum --quiet -c "$T/synced.sums"); then
+		ok "round $round: every fsync'd file intact ($(wc -l <"$T/synced.sums") files)"
+	else
+		fail "round $round: fsync'd data lost or damaged"
+	fi
+	for d in "$@"; do
+		for f in "$d"/*; do
+			[ -e "$f" ] || continue
+			cat "$f" >/dev/null || { bad=1; echo "# read error on $f"; }
+		done
+	done
+	[ $bad -eq 0 ] && ok "round $round: files written during the crash read without I/O errors" ||
+		fail "round $round: files written during the crash give I/O errors"
+}

@@ -36,18 +36,7 @@ for round in 1 2; do
 		fail "round $round: remount after kill -9"
 		break
 	fi
-	if (cd "$MNT" && sha256sum --quiet -c "$T/synced.sums"); then
-		ok "round $round: every fsynced file intact ($(wc -l <"$T/synced.sums") files)"
-	else
-		fail "round $round: fsynced data lost or damaged"
-	fi
-	bad=0
-	for f in "$MNT/busy$round"/*; do
-		[ -e "$f" ] || continue
-		cat "$f" >/dev/null || { bad=1; echo "# read error on $f"; }
-	done
-	[ $bad -eq 0 ] && ok "round $round: files written during the crash read without I/O errors" ||
-		fail "round $round: files written during the crash give I/O errors"
+	check_survivors $round "$MNT/busy$round"
 	check "round $round: writable after restart" sh -c "echo after-crash >'$MNT/after$round' && sync '$MNT/after$round'"
 	check "round $round: unmount clean" umount_fs
 done
