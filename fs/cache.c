@@ -50,6 +50,27 @@ static size_t g_npend, g_pend_cap;
  * block. Taken before fs->lock, never while holding it. */
 static pthread_mutex_t g_commit_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The slots the last commit freed. LMDB makes a commit durable only at its
+ * next sync (MDB_NOMETASYNC, meta.c): a slot used again before that would,
+ * after a power failure, be named by the map the disk kept, over other
+ * bytes (t_powercut, in about half the runs that keep half the unsynced
+ * pages). They are freed once the next commit, whose own flush carries
+ * the last one's meta page, or a meta_sync has run; a sync of their own
+ * per commit cost fsync-heavy work a fifth of its rate. Under
+ * g_commit_lock. */
+static struct freed_slot *g_held;
+static size_t g_nheld;
+/* Commits that wrote a transaction so far, and the one g_held is from.
+ * Written under g_commit_lock; commit_sync reads g_commits without it. */
+static _Atomic uint64_t g_commits;
+static uint64_t g_held_from;
+
+/* Whether slots wait for a commit_sync; a hint, read without the lock. */
+static bool commit_held(void)
+{
+	return __atomic_load_n(&g_nheld, __ATOMIC_ACQUIRE) != 0;
+}
+
 /* Tier syncs, one round at a time, and per tier the epoch that says which
  * write-backs each sync covered: a write-back to tier T completed in epoch
  * E is on stable storage once a sync of T that began after E returns 0.
@@ -1173,7 +1194,7 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 		for (int i = 0; i < fs->conf.ntiers; i++)
 			full[i] = full[i] || !tier_persistent(fs->tiers[i]) || tier_full(fs, i);
 		int t = placement_spill(&fs->conf, &fs->stripe, pref, full);
-		if (t < 0 && fs->nfreed && !committed) {
+		if (t < 0 && (fs->nfreed || commit_held()) && !committed) {
 			/* Slots of deleted blocks come back only once their
 			 * removal is committed: do that now rather than fail. */
 			committed = true;
@@ -2201,6 +2222,36 @@ static uint64_t durable_size(const struct fs *fs, const struct inode *in)
 
 static int sync_tiers(struct fs *fs);
 
+/* Free the slots g_held holds: the commit that freed them is on disk.
+ * g_commit_lock and fs->lock held. */
+static void release_held(struct fs *fs)
+{
+	for (size_t i = 0; i < g_nheld; i++)
+		tier_free(fs->tiers[g_held[i].tier], g_held[i].slot);
+	free(g_held);
+	g_held = NULL;
+	__atomic_store_n(&g_nheld, 0, __ATOMIC_RELEASE);
+}
+
+/* meta_sync, and then the slots that the commits it made durable freed:
+ * those ended before it began. Outside g_commit_lock, as fsyncs flush
+ * while other commits run. */
+static int commit_sync(struct fs *fs)
+{
+	uint64_t done = atomic_load(&g_commits);
+	int rc = meta_sync(fs->meta);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&g_commit_lock);
+	if (g_nheld && g_held_from <= done) {
+		pthread_mutex_lock(&fs->lock);
+		release_held(fs);
+		pthread_mutex_unlock(&fs->lock);
+	}
+	pthread_mutex_unlock(&g_commit_lock);
+	return 0;
+}
+
 /* Under g_commit_lock. *WROTE: whether there was anything to commit (a
  * metadata transaction ran). */
 static int commit_locked(struct fs *fs, bool *wrote)
@@ -2215,6 +2266,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 	bool *del = np ? calloc(np, sizeof(*del)) : NULL;
 	bool *skip = np ? calloc(np, sizeof(*skip)) : NULL;
 	size_t na = 0;
+	bool need_sync = false;
 	struct meta_inode *attrs = NULL;
 	bool *shrunk = NULL; /* per attrs[]: in->shrunk when taken */
 	int rc = 0;
@@ -2239,6 +2291,8 @@ static int commit_locked(struct fs *fs, bool *wrote)
 			recs[i].tier_id = fs->tier_id[b->tier];
 			recs[i].slot = b->slot;
 			recs[i].csum = b->csum;
+			/* Written back since the last good sync of its tier. */
+			need_sync |= in->wb_first[b->tier] != 0;
 		}
 	}
 	for (size_t h = 0; h < fs->itab_size; h++)
@@ -2279,8 +2333,10 @@ static int commit_locked(struct fs *fs, bool *wrote)
 	 * the map would hold the new checksum over a slot the disk never
 	 * got, and the block, whose old copy was intact, would read as an
 	 * I/O error (t_powercut). A sync that fails keeps the records for
-	 * the next try; the old copies stay in the map meanwhile. */
-	if (np && (rc = sync_tiers(fs)))
+	 * the next try; the old copies stay in the map meanwhile. An fsync
+	 * has synced them already, as a rule: its own sync round, outside
+	 * g_commit_lock, is shared with the other fsyncs of the moment. */
+	if (need_sync && (rc = sync_tiers(fs)))
 		*wrote = false;
 	else if (*wrote) {
 		struct meta_txn *t;
@@ -2314,11 +2370,6 @@ static int commit_locked(struct fs *fs, bool *wrote)
 		else
 			rc = meta_txn_commit(t);
 	}
-	/* LMDB makes a commit durable only at its next sync (MDB_NOMETASYNC,
-	 * meta.c). A freed slot used again before that would, after a power
-	 * failure, be named by the map the disk kept, over someone else's
-	 * bytes: the frees wait for the sync. */
-	bool frees_durable = !rc && (!nfreed || meta_sync(fs->meta) == 0);
 	pthread_mutex_lock(&fs->lock);
 	if (rc) {
 		TFS_LOG("metadata commit failed: %s", strerror(-rc));
@@ -2340,11 +2391,13 @@ static int commit_locked(struct fs *fs, bool *wrote)
 			if (in)
 				in->committed_size = attrs[i].size;
 		}
-		for (size_t i = 0; i < nfreed; i++) {
-			if (frees_durable)
-				tier_free(fs->tiers[freed[i].tier], freed[i].slot);
-			else
-				defer_free(fs, freed[i].tier, freed[i].slot);
+		if (*wrote) {
+			/* This commit's flush carried the last one's meta page. */
+			release_held(fs);
+			g_held = freed;
+			__atomic_store_n(&g_nheld, nfreed, __ATOMIC_RELEASE);
+			g_held_from = atomic_fetch_add(&g_commits, 1) + 1;
+			freed = NULL;
 		}
 		g_swept_bytes += inode_sweep(fs);
 	}
@@ -2395,7 +2448,24 @@ static int commit_run(struct fs *fs, bool *wrote)
 int cache_commit(struct fs *fs)
 {
 	bool wrote;
-	return commit_run(fs, &wrote);
+	int rc = commit_run(fs, &wrote);
+	/* What it freed is free once it is on disk: now, as users see a
+	 * removal free space in df, and the writes to a full tier wait for
+	 * it. Flushing the commit's meta page costs a flush of 4 KiB. */
+	if (commit_held()) {
+		int r = commit_sync(fs);
+		if (!rc)
+			rc = r;
+	}
+	return rc;
+}
+
+int cache_commit_durable(struct fs *fs)
+{
+	bool wrote;
+	int rc = commit_run(fs, &wrote);
+	int r = commit_sync(fs);
+	return rc ? rc : r;
 }
 
 /* Sync every persistent tier; charge a failed sync to the files written
@@ -2485,11 +2555,9 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 		rc = batch.err;
 	if (!rc && durable)
 		sync_tiers(fs); /* a failure that concerns IN is in its wb_err */
-	int r = cache_commit(fs);
+	int r = durable ? cache_commit_durable(fs) : cache_commit(fs);
 	if (!rc)
 		rc = r;
-	if (!rc && durable)
-		rc = meta_sync(fs->meta);
 	pthread_mutex_lock(&fs->lock);
 	if (!rc && durable)
 		rc = in->wb_err;
@@ -2542,10 +2610,7 @@ int cache_flush_all(struct fs *fs)
 	int r = sync_tiers(fs);
 	if (!rc)
 		rc = r;
-	r = cache_commit(fs);
-	if (!rc)
-		rc = r;
-	r = meta_sync(fs->meta);
+	r = cache_commit_durable(fs);
 	return rc ? rc : r;
 }
 
@@ -2794,6 +2859,8 @@ static void *committer_main(void *arg)
 		pthread_mutex_unlock(&fs->lock);
 		bool wrote;
 		(void)commit_run(fs, &wrote); /* a failure is logged; its work stays pending */
+		if (commit_held())
+			(void)commit_sync(fs); /* the same */
 		pthread_mutex_lock(&fs->lock);
 		if (wrote) {
 			last = now;
@@ -3068,6 +3135,9 @@ void cache_destroy(struct fs *fs)
 	free(fs->wb_scratch);
 	free(fs->landing);
 	free(fs->freed);
+	free(g_held); /* a failed last sync: the next mount finds them free */
+	g_held = NULL;
+	g_nheld = 0;
 	free(g_pend);
 	g_pend = NULL;
 	g_npend = g_pend_cap = 0;

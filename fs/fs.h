@@ -363,8 +363,9 @@ void fs_tier_slots(struct fs *fs, int i, uint64_t *used, uint64_t *total);
 int cache_resize(struct fs *fs, struct inode *in, uint64_t size);
 int cache_flush_inode(struct fs *fs, struct inode *in, bool durable); /* no lock held */
 int cache_flush_all(struct fs *fs);				      /* no lock held */
-int cache_forget_inode(struct fs *fs, struct inode *in);  /* lock held: drop all blocks */
-int cache_commit(struct fs *fs);			  /* no lock held: attrs, maps */
+int cache_forget_inode(struct fs *fs, struct inode *in); /* lock held: drop all blocks */
+int cache_commit(struct fs *fs);			 /* no lock held: attrs, maps */
+int cache_commit_durable(struct fs *fs); /* no lock held: cache_commit, then meta_sync */
 int cache_pin(struct fs *fs, struct inode *in, int tier); /* no lock held */
 /* IN's home is no longer RAM: its blocks kept there become ordinary cache
  * entries, written back to the new home. Lock held. */

@@ -1072,10 +1072,7 @@ static void tfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fu
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	int rc = cache_commit(g_fs);
-	if (!rc)
-		rc = meta_sync(g_fs->meta);
-	fuse_reply_err(req, -rc);
+	fuse_reply_err(req, -cache_commit_durable(g_fs));
 }
 
 /* The blocks file data can take, and how many are taken: the persistent
