@@ -54,10 +54,12 @@ static pthread_mutex_t g_commit_lock = PTHREAD_MUTEX_INITIALIZER;
  * next sync (MDB_NOMETASYNC, meta.c): a slot used again before that would,
  * after a power failure, be named by the map the disk kept, over other
  * bytes (t_powercut, in about half the runs that keep half the unsynced
- * pages). They are freed once the next commit, whose own flush carries
- * the last one's meta page, or a meta_sync has run; a sync of their own
- * per commit cost fsync-heavy work a fifth of its rate. Under
- * g_commit_lock. */
+ * pages). They are freed by the next commit, whose own flush carries the
+ * last one's meta page, or by a meta_sync begun after their commit ended
+ * (commit_sync, outside g_commit_lock: run under it, each fsync's flush
+ * waited for the commits of the others, and 16 fsyncing writers lost a
+ * fifth of their rate). Under g_commit_lock; g_nheld is also read without
+ * it (commit_held). */
 static struct freed_slot *g_held;
 static size_t g_nheld;
 /* Commits that wrote a transaction so far, and the one g_held is from.
