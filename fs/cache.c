@@ -54,16 +54,17 @@ static pthread_mutex_t g_commit_lock = PTHREAD_MUTEX_INITIALIZER;
  * next sync (MDB_NOMETASYNC, meta.c): a slot used again before that would,
  * after a power failure, be named by the map the disk kept, over other
  * bytes (t_powercut, in about half the runs that keep half the unsynced
- * pages). They are freed by the next commit, whose own flush carries the
- * last one's meta page, or by a meta_sync begun after their commit ended
- * (commit_sync, outside g_commit_lock: run under it, each fsync's flush
- * waited for the commits of the others, and 16 fsyncing writers lost a
- * fifth of their rate). Under g_commit_lock; g_nheld is also read without
- * it (commit_held). */
+ * pages). They are freed by a meta_sync begun after their commit ended
+ * (commit_sync), which every commit that freed some is followed by. Not
+ * under g_commit_lock: there, each fsync's flush waited for the commits of
+ * the others, and 16 fsyncing writers lost a fifth of their rate. (The
+ * next commit's own flush would carry the meta page too, but LMDB skips
+ * the flush of a transaction that changed nothing.) Under g_commit_lock;
+ * g_nheld is also read without it (commit_held). */
 static struct freed_slot *g_held;
 static size_t g_nheld;
-/* Commits that wrote a transaction so far, and the one g_held is from.
- * Written under g_commit_lock; commit_sync reads g_commits without it. */
+/* Commits that held frees so far, and the last of them. Written under
+ * g_commit_lock; commit_sync reads g_commits without it. */
 static _Atomic uint64_t g_commits;
 static uint64_t g_held_from;
 
@@ -2224,7 +2225,21 @@ static uint64_t durable_size(const struct fs *fs, const struct inode *in)
 
 static int sync_tiers(struct fs *fs);
 
-/* Free the slots g_held holds: the commit that freed them is on disk.
+/* Add the N slots a commit freed to g_held. g_commit_lock held. */
+static int hold(const struct freed_slot *freed, size_t n)
+{
+	size_t have = g_nheld;
+	struct freed_slot *h = realloc(g_held, (have + n) * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	memcpy(h + have, freed, n * sizeof(*h));
+	g_held = h;
+	g_held_from = atomic_fetch_add(&g_commits, 1) + 1;
+	__atomic_store_n(&g_nheld, have + n, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Free the slots g_held holds: the commits that freed them are on disk.
  * g_commit_lock and fs->lock held. */
 static void release_held(struct fs *fs)
 {
@@ -2393,14 +2408,10 @@ static int commit_locked(struct fs *fs, bool *wrote)
 			if (in)
 				in->committed_size = attrs[i].size;
 		}
-		if (*wrote) {
-			/* This commit's flush carried the last one's meta page. */
-			release_held(fs);
-			g_held = freed;
-			__atomic_store_n(&g_nheld, nfreed, __ATOMIC_RELEASE);
-			g_held_from = atomic_fetch_add(&g_commits, 1) + 1;
-			freed = NULL;
-		}
+		if (nfreed && hold(freed, nfreed))
+			/* Out of memory: the next commit tries again. */
+			for (size_t i = 0; i < nfreed; i++)
+				defer_free(fs, freed[i].tier, freed[i].slot);
 		g_swept_bytes += inode_sweep(fs);
 	}
 	pthread_mutex_unlock(&fs->lock);
