@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Power loss under the daemon: the tier and the metadata live on powerfs, a
+# Power loss under the daemon: the tiers and the metadata live on powerfs, a
 # disk whose write cache loses every write not fsync'd (or, in later
 # rounds, a random share of them) when the power goes. kill -9 of the
 # daemon, then the cut, then a remount on what the disk kept:
@@ -9,8 +9,9 @@
 #   - files being written at the crash read without I/O errors;
 #   - the daemon starts cleanly, and a clean unmount leaves nothing but
 #     LMDB's lock file unsynced.
-# Background commits (commit_interval = 1) and write-back under a small RAM
-# tier run throughout, so the cut lands between them.
+# Two tiers, striped. Background commits (commit_interval = 1) and
+# write-back under a small RAM tier run throughout, so the cut lands
+# between them.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -131,7 +132,9 @@ sys.exit(1 if bad else 0)
 PYEOF
 }
 
-default_conf | sed "s|$T/meta|$DISK/meta|; s|$T/nvme0|$DISK/nvme0|; s|^capacity = 256M|capacity = 64M|" |
+# Two tiers, striped: each is synced on its own (powerfs's model is per
+# file, as two disks would be).
+two_tier_conf 1M | sed "s|$T/meta|$DISK/meta|; s|$T/nvme|$DISK/nvme|; s|^capacity = 256M|capacity = 64M|" |
 	mount_key 'commit_interval = 1' >"$T/c.conf"
 : >"$T/synced.sums"
 : >"$T/versions"
@@ -141,7 +144,7 @@ check "powerfs is built ($POWERFS)" test -x "$POWERFS"
 for round in 1 2 3; do
 	keep=$((round == 1 ? 0 : round == 2 ? 50 : 90))
 	pf_mount $keep $round || { fail "round $round: powerfs mount"; break; }
-	mkdir -p "$DISK/meta" "$DISK/nvme0"
+	mkdir -p "$DISK/meta" "$DISK/nvme0" "$DISK/nvme1"
 	mount_fs "$T/c.conf" || { fail "round $round: mount"; break; }
 	busy_writer "$MNT/busy$round" &
 	bw=$!
