@@ -20,6 +20,7 @@
  * would deadlock on that mutex).
  */
 #include "fs/meta.h"
+#include "tiers/tier.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -206,6 +207,15 @@ int meta_open(const char *dir, struct meta **out)
 	 * cross worker threads. */
 	if ((rc = mdb_env_open(m->env, dir, MDB_NOMETASYNC | MDB_NOTLS, 0600)) != 0) {
 		rc = fail(m, "mdb_env_open", rc);
+		goto err;
+	}
+	/* LMDB makes its files without syncing their directory, and the
+	 * daemon may have made the directory: after a power loss both must
+	 * be there, or every fsync since the first mount is gone. Once per
+	 * mount. */
+	if ((rc = tier_sync_dir(dir)) != 0) {
+		fprintf(stderr, "tierfs: meta %s: cannot sync the directory: %s\n", dir,
+			strerror(-rc));
 		goto err;
 	}
 	/* Open every DB once in one write txn: after the commit the handles are

@@ -903,7 +903,14 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 		goto fail;
 	}
 	snprintf(pt->dir, sizeof(pt->dir), "%s", p->path);
-	if (mkdir(pt->dir, 0700) && errno != EEXIST) {
+	if (mkdir(pt->dir, 0700) == 0) {
+		/* Made here: its entry in its parent must survive a power
+		 * loss as the slabs in it do (t_powercut). */
+		if ((rc = tier_sync_dir(pt->dir))) {
+			tier_log(t, "cannot sync the new directory %s: %s", pt->dir, strerror(-rc));
+			goto fail;
+		}
+	} else if (errno != EEXIST) {
 		rc = -errno;
 		tier_log(t, "cannot create directory %s: %s", pt->dir, strerror(-rc));
 		goto fail;

@@ -9,13 +9,16 @@
 #include "tiers/backend.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 #include <xxhash.h>
 #if defined(__x86_64__) || defined(__i386__)
 /* Debian's libxxhash carries XXH3's runtime dispatch: the same hash, with
@@ -99,6 +102,37 @@ void tier_log_io_error(struct tier *t, const char *fmt, ...)
 			 left);
 	else
 		tier_log(t, "%s", msg);
+}
+
+static int fsync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+int tier_sync_dir(const char *dir)
+{
+	char parent[PATH_MAX];
+	if (snprintf(parent, sizeof(parent), "%s", dir) >= (int)sizeof(parent))
+		return -ENAMETOOLONG;
+	/* dirname(3) without its static buffer; "a/b/" counts as "a/b". */
+	size_t n = strlen(parent);
+	while (n > 1 && parent[n - 1] == '/')
+		parent[--n] = 0;
+	char *slash = strrchr(parent, '/');
+	if (!slash)
+		snprintf(parent, sizeof(parent), ".");
+	else if (slash == parent)
+		parent[1] = 0; /* "/a": the root */
+	else
+		*slash = 0;
+	int rc = fsync_path(dir);
+	int r = fsync_path(parent);
+	return rc ? rc : r;
 }
 
 uint64_t tier_checksum(const void *buf, size_t len)

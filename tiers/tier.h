@@ -155,6 +155,11 @@ int tier_posix_held(const char *dir, uint64_t *bytes);
 /* The checksum the codec uses, for callers that need to compute one. */
 uint64_t tier_checksum(const void *buf, size_t len);
 
+/* fsync the directory DIR and the one holding it, so that the files made in
+ * DIR and DIR itself survive a power loss (a file's own fsync does not
+ * promise its directory entry). Returns 0 or -errno; the caller logs. */
+int tier_sync_dir(const char *dir);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t tier_now_ns(void);
 

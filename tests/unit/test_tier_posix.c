@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -752,6 +753,29 @@ static void test_dir_created_private(void **state)
 	assert_int_equal(rmdir(sub), 0);
 }
 
+/* tier_sync_dir: the directory and its parent, whatever the spelling. */
+static void test_sync_dir(void **state)
+{
+	(void)state;
+	char sub[128], trail[160];
+	snprintf(sub, sizeof(sub), "%s/d", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	assert_int_equal(tier_sync_dir(sub), 0);
+	snprintf(trail, sizeof(trail), "%s//", sub);
+	assert_int_equal(tier_sync_dir(trail), 0);
+	assert_int_equal(tier_sync_dir("/"), 0);
+	assert_int_equal(tier_sync_dir("/tmp"), 0);
+	char cwd[PATH_MAX];
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(dir), 0);
+	assert_int_equal(tier_sync_dir("d"), 0); /* parent "." */
+	assert_int_equal(tier_sync_dir("missing"), -ENOENT);
+	assert_int_equal(chdir(cwd), 0);
+	snprintf(trail, sizeof(trail), "%s/missing/d", dir);
+	assert_int_equal(tier_sync_dir(trail), -ENOENT);
+	assert_int_equal(rmdir(sub), 0);
+}
+
 static void test_capacity(void **state)
 {
 	(void)state;
@@ -848,6 +872,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_slab_ahead, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_capacity, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_dir_created_private, setup_tmp, teardown),
+	    cmocka_unit_test_setup_teardown(test_sync_dir, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_tmpfs_direct, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_demand_first, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_inflight_bound, setup_tmp, teardown),
