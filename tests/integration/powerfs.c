@@ -11,11 +11,13 @@
  * may persist any subset of its cache in any order.
  *
  * The model is per file, as POSIX promises: an fsync of one file makes
- * nothing durable in another, even on the same disk. Namespace operations
- * (create, rename, unlink, mkdir) and truncates that shrink count as
+ * nothing durable in another, even on the same disk. A file or directory
+ * made through powerfs is durable only once its parent directory is
+ * fsync'd: at the cut, those that are not are removed (a directory with
+ * all it holds). A rename carries that state to the new name. Unlinks,
+ * rmdirs, renames of durable names and truncates that shrink count as
  * durable at once, as with a journalling file system that commits them
- * before any later fsync returns; the directory fsyncs tierfs makes are
- * therefore not tested here.
+ * before any later fsync returns.
  *
  *   powerfs BACKING MOUNTPOINT [-f] [fuse options]
  *   POWERFS_KEEP  percent of unsynced pages that survive the cut (0)
@@ -24,6 +26,7 @@
  * At the cut it prints to stderr a line per file with unsynced writes, and
  * a summary:
  *   powerfs: unsynced: PATH: L pages lost, size S of S'
+ *   powerfs: not durable: PATH (made, its directory never fsync'd)
  *   powerfs: power cut: F files, U unsynced pages: L lost, K kept
  *
  * Locking: one mutex (`lock`) guards the file table and is held across
@@ -33,6 +36,7 @@
 #define FUSE_USE_VERSION 35
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <fuse.h>
 #include <limits.h>
 #include <pthread.h>
@@ -75,6 +79,93 @@ struct vfile {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vfile *files;
+
+/* A name made since its parent's last fsync, newest first. Under `lock`. */
+struct newname {
+	char path[PATH_MAX]; /* FUSE path, "/a/b" */
+	bool dir;
+	struct newname *next;
+};
+static struct newname *newnames;
+
+/* Whether PATH is BASE or lies below it. */
+static bool under(const char *path, const char *base)
+{
+	size_t n = strlen(base);
+	return !strncmp(path, base, n) && (path[n] == 0 || path[n] == '/');
+}
+
+static void name_made(const char *path, bool dir)
+{
+	struct newname *nn = calloc(1, sizeof(*nn));
+	if (!nn)
+		return; /* out of memory: counts as durable */
+	snprintf(nn->path, sizeof(nn->path), "%s", path);
+	nn->dir = dir;
+	pthread_mutex_lock(&lock);
+	nn->next = newnames;
+	newnames = nn;
+	pthread_mutex_unlock(&lock);
+}
+
+/* Forget the names that KEEP says are durable now (or gone). */
+static void names_forget(bool (*keep)(const char *name, const char *arg), const char *arg)
+{
+	pthread_mutex_lock(&lock);
+	for (struct newname **pp = &newnames; *pp;) {
+		struct newname *nn = *pp;
+		if (keep(nn->path, arg)) {
+			*pp = nn->next;
+			free(nn);
+		} else {
+			pp = &nn->next;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+static bool is_under(const char *name, const char *arg)
+{
+	return under(name, arg);
+}
+
+/* NAME's parent is the directory ARG. */
+static bool in_dir(const char *name, const char *arg)
+{
+	const char *slash = strrchr(name, '/');
+	size_t n = slash ? (size_t)(slash - name) : 0;
+	if (n == 0)
+		return !strcmp(arg, "/");
+	return strlen(arg) == n && !strncmp(name, arg, n);
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	if (remove(p))
+		fprintf(stderr, "powerfs: remove %s at the cut: %m\n", p);
+	return 0;
+}
+
+/* The cut, for names: remove every one not durable. Lock held. */
+static void names_cut(void)
+{
+	while (newnames) {
+		struct newname *nn = newnames;
+		newnames = nn->next;
+		char p[PATH_MAX];
+		if (!pt_full(p, nn->path)) {
+			fprintf(stderr,
+				"powerfs: not durable: %s (made, its directory never fsync'd)\n",
+				nn->path);
+			if (nn->dir)
+				nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+			else if (unlink(p) && errno != ENOENT)
+				fprintf(stderr, "powerfs: unlink %s at the cut: %m\n", p);
+		}
+		free(nn);
+	}
+}
 
 static struct page *page_slot(struct vfile *v, uint64_t idx)
 {
@@ -245,6 +336,7 @@ static void power_cut(void)
 	static const unsigned char zeros[PG];
 	size_t nf = 0, total = 0, lost = 0, kept = 0;
 	pthread_mutex_lock(&lock);
+	names_cut(); /* first: files it removes have nothing left to undo */
 	for (struct vfile *v = files; v; v = v->next) {
 		struct stat st;
 		if (fstat(v->fd, &st)) {
@@ -302,7 +394,7 @@ static void *p_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	(void)conn;
 	cfg->use_ino = 1;
 	cfg->hard_remove = 1;
-	cfg->nullpath_ok = 1;
+	cfg->nullpath_ok = 0; /* fsyncdir needs the directory's path */
 	/* The kernel must not answer from attributes older than our writes. */
 	cfg->attr_timeout = 0;
 	cfg->entry_timeout = 0;
@@ -338,7 +430,49 @@ static int p_rename(const char *from, const char *to, unsigned int flags)
 	int r = pt_full(a, from);
 	if (!r)
 		r = pt_full(b, to);
-	return r ? r : renameat2(AT_FDCWD, a, AT_FDCWD, b, flags) ? -errno : 0;
+	if (r)
+		return r;
+	if (renameat2(AT_FDCWD, a, AT_FDCWD, b, flags))
+		return -errno;
+	if (flags & RENAME_EXCHANGE)
+		return 0; /* both names stay as they were: durable or not */
+	/* What TO held is gone; what FROM named is at TO, as durable as it
+	 * was. */
+	names_forget(is_under, to);
+	pthread_mutex_lock(&lock);
+	size_t n = strlen(from);
+	for (struct newname *nn = newnames; nn; nn = nn->next)
+		if (under(nn->path, from)) {
+			char rest[PATH_MAX];
+			snprintf(rest, sizeof(rest), "%s", nn->path + n);
+			snprintf(nn->path, sizeof(nn->path), "%s%s", to, rest);
+		}
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+static int p_mkdir(const char *path, mode_t mode)
+{
+	int rc = pt_mkdir(path, mode);
+	if (!rc)
+		name_made(path, true);
+	return rc;
+}
+
+static int p_unlink(const char *path)
+{
+	int rc = pt_unlink(path);
+	if (!rc)
+		names_forget(is_under, path);
+	return rc;
+}
+
+static int p_rmdir(const char *path)
+{
+	int rc = pt_rmdir(path);
+	if (!rc)
+		names_forget(is_under, path);
+	return rc;
 }
 
 static int p_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
@@ -401,7 +535,16 @@ static int p_open(const char *path, struct fuse_file_info *fi)
 
 static int p_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
-	return pt_open(path, fi, O_CREAT, mode);
+	char p[PATH_MAX];
+	struct stat st;
+	int rc = pt_full(p, path);
+	if (rc)
+		return rc;
+	bool existed = lstat(p, &st) == 0;
+	rc = pt_open(path, fi, O_CREAT, mode);
+	if (!rc && !existed)
+		name_made(path, false);
+	return rc;
 }
 
 static int p_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
@@ -438,7 +581,9 @@ static int p_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 
 static int p_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 {
-	(void)path, (void)datasync, (void)fi;
+	(void)datasync, (void)fi;
+	if (path)
+		names_forget(in_dir, path);
 	return 0;
 }
 
@@ -467,9 +612,9 @@ static const struct fuse_operations ops = {
     .destroy = p_destroy,
     .getattr = p_getattr,
     .readdir = p_readdir,
-    .mkdir = pt_mkdir,
-    .unlink = pt_unlink,
-    .rmdir = pt_rmdir,
+    .mkdir = p_mkdir,
+    .unlink = p_unlink,
+    .rmdir = p_rmdir,
     .rename = p_rename,
     .chmod = p_chmod,
     .chown = p_chown,

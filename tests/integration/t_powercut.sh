@@ -8,7 +8,8 @@
 #     block by block as its old or its new version, never an I/O error;
 #   - files being written at the crash read without I/O errors;
 #   - the daemon starts cleanly, and a clean unmount leaves nothing but
-#     LMDB's lock file unsynced.
+#     LMDB's lock file unsynced, and every file and directory it made
+#     synced into its directory.
 # Two tiers, striped. Background commits (commit_interval = 1) and
 # write-back under a small RAM tier run throughout, so the cut lands
 # between them.
@@ -20,7 +21,9 @@ POWERFS=$TESTBIN/powerfs
 BACK=$T/back
 DISK=$T/disk
 PF_PID=
-mkdir -p "$BACK" "$DISK"
+# The tier directories are there before the first mount, as an admin makes
+# them; tierfs makes the metadata directory itself, and must sync it.
+mkdir -p "$BACK/nvme0" "$BACK/nvme1" "$DISK"
 
 pf_cleanup() {
 	if mountpoint -q "$MNT" 2>/dev/null; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null; fi
@@ -144,7 +147,6 @@ check "powerfs is built ($POWERFS)" test -x "$POWERFS"
 for round in 1 2 3; do
 	keep=$((round == 1 ? 0 : round == 2 ? 50 : 90))
 	pf_mount $keep $round || { fail "round $round: powerfs mount"; break; }
-	mkdir -p "$DISK/meta" "$DISK/nvme0" "$DISK/nvme1"
 	mount_fs "$T/c.conf" || { fail "round $round: mount"; break; }
 	busy_writer "$MNT/busy$round" &
 	bw=$!
@@ -185,8 +187,8 @@ for round in 1 2 3; do
 	check "round $round: writable after the restart" sh -c "echo after-cut >'$MNT/after$round' && sync '$MNT/after$round'"
 	check "round $round: unmount clean" umount_fs
 	check "round $round: the disk unmounts" pf_cut
-	left=$(grep '^powerfs: unsynced:' "$T/pf.log" | grep -v '/lock.mdb:')
+	left=$(grep -E '^powerfs: (unsynced|not durable):' "$T/pf.log" | grep -v '/lock.mdb:')
 	[ -z "$left" ] && ok "round $round: a clean unmount leaves nothing unsynced but LMDB's lock file" ||
-		{ fail "round $round: a clean unmount left writes unsynced"; echo "$left" | sed 's/^/# /'; }
+		{ fail "round $round: a clean unmount left writes or names unsynced"; echo "$left" | sed 's/^/# /'; }
 done
 tap_exit
