@@ -2349,10 +2349,12 @@ static int commit_locked(struct fs *fs, bool *wrote)
 	 * must be durable before the map names them: after a power failure
 	 * the map would hold the new checksum over a slot the disk never
 	 * got, and the block, whose old copy was intact, would read as an
-	 * I/O error (t_powercut). A sync that fails keeps the records for
-	 * the next try; the old copies stay in the map meanwhile. An fsync
-	 * has synced them already, as a rule: its own sync round, outside
-	 * g_commit_lock, is shared with the other fsyncs of the moment. */
+	 * I/O error (t_powercut). A sync that fails here keeps the records
+	 * for the next try; the old copies stay in the map meanwhile. An
+	 * fsync has synced them already, as a rule: its own sync round,
+	 * outside g_commit_lock, is shared with the other fsyncs of the
+	 * moment; if that round failed, the fsync got the error, as every
+	 * later one of the file does (wb_err), and the records go in. */
 	if (need_sync && (rc = sync_tiers(fs)))
 		*wrote = false;
 	else if (*wrote) {
