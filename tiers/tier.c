@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -116,22 +117,11 @@ static int fsync_path(const char *path)
 
 int tier_sync_dir(const char *dir)
 {
-	char parent[PATH_MAX];
-	if (snprintf(parent, sizeof(parent), "%s", dir) >= (int)sizeof(parent))
+	char copy[PATH_MAX]; /* dirname(3) may write into its argument */
+	if (snprintf(copy, sizeof(copy), "%s", dir) >= (int)sizeof(copy))
 		return -ENAMETOOLONG;
-	/* dirname(3) without its static buffer; "a/b/" counts as "a/b". */
-	size_t n = strlen(parent);
-	while (n > 1 && parent[n - 1] == '/')
-		parent[--n] = 0;
-	char *slash = strrchr(parent, '/');
-	if (!slash)
-		snprintf(parent, sizeof(parent), ".");
-	else if (slash == parent)
-		parent[1] = 0; /* "/a": the root */
-	else
-		*slash = 0;
 	int rc = fsync_path(dir);
-	int r = fsync_path(parent);
+	int r = fsync_path(dirname(copy));
 	return rc ? rc : r;
 }
 
