@@ -2460,19 +2460,25 @@ static int commit_run(struct fs *fs, bool *wrote)
 	return rc;
 }
 
-int cache_commit(struct fs *fs)
+/* commit_run, and then the slots it freed are free once it is on disk:
+ * at once, as users see a removal free space in df, and the writes to a
+ * full tier wait for it. Flushing the commit's meta page costs a flush
+ * of 4 KiB. */
+static int commit_and_free(struct fs *fs, bool *wrote)
 {
-	bool wrote;
-	int rc = commit_run(fs, &wrote);
-	/* What it freed is free once it is on disk: now, as users see a
-	 * removal free space in df, and the writes to a full tier wait for
-	 * it. Flushing the commit's meta page costs a flush of 4 KiB. */
+	int rc = commit_run(fs, wrote);
 	if (commit_held()) {
 		int r = commit_sync(fs);
 		if (!rc)
 			rc = r;
 	}
 	return rc;
+}
+
+int cache_commit(struct fs *fs)
+{
+	bool wrote;
+	return commit_and_free(fs, &wrote);
 }
 
 int cache_commit_durable(struct fs *fs)
@@ -2873,9 +2879,8 @@ static void *committer_main(void *arg)
 		wanted_at = 0;
 		pthread_mutex_unlock(&fs->lock);
 		bool wrote;
-		(void)commit_run(fs, &wrote); /* a failure is logged; its work stays pending */
-		if (commit_held())
-			(void)commit_sync(fs); /* the same */
+		/* A failure is logged; its work stays pending. */
+		(void)commit_and_free(fs, &wrote);
 		pthread_mutex_lock(&fs->lock);
 		if (wrote) {
 			last = now;
