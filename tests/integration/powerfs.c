@@ -108,13 +108,13 @@ static void name_made(const char *path, bool dir)
 	pthread_mutex_unlock(&lock);
 }
 
-/* Forget the names that KEEP says are durable now (or gone). */
-static void names_forget(bool (*keep)(const char *name, const char *arg), const char *arg)
+/* Forget the names that MATCH(name, ARG) says are durable now, or gone. */
+static void names_forget(bool (*match)(const char *name, const char *arg), const char *arg)
 {
 	pthread_mutex_lock(&lock);
 	for (struct newname **pp = &newnames; *pp;) {
 		struct newname *nn = *pp;
-		if (keep(nn->path, arg)) {
+		if (match(nn->path, arg)) {
 			*pp = nn->next;
 			free(nn);
 		} else {
@@ -122,11 +122,6 @@ static void names_forget(bool (*keep)(const char *name, const char *arg), const 
 		}
 	}
 	pthread_mutex_unlock(&lock);
-}
-
-static bool is_under(const char *name, const char *arg)
-{
-	return under(name, arg);
 }
 
 /* NAME's parent is the directory ARG. */
@@ -438,7 +433,7 @@ static int p_rename(const char *from, const char *to, unsigned int flags)
 		return 0; /* both names stay as they were: durable or not */
 	/* What TO held is gone; what FROM named is at TO, as durable as it
 	 * was. */
-	names_forget(is_under, to);
+	names_forget(under, to);
 	pthread_mutex_lock(&lock);
 	size_t n = strlen(from);
 	for (struct newname *nn = newnames; nn; nn = nn->next)
@@ -463,7 +458,7 @@ static int p_unlink(const char *path)
 {
 	int rc = pt_unlink(path);
 	if (!rc)
-		names_forget(is_under, path);
+		names_forget(under, path);
 	return rc;
 }
 
@@ -471,7 +466,7 @@ static int p_rmdir(const char *path)
 {
 	int rc = pt_rmdir(path);
 	if (!rc)
-		names_forget(is_under, path);
+		names_forget(under, path);
 	return rc;
 }
 
