@@ -90,9 +90,10 @@ module-all: $(MODULE_ALL)
 deps:
 	@scripts/deps.sh
 
+# The two builds' tests run side by side (tests/run.sh: one lane each).
 test: deps
-	$(MAKE) --no-print-directory all
-	$(MAKE) --no-print-directory SAN=1 all
+	$(MAKE) --no-print-directory -j$$(nproc) all
+	$(MAKE) --no-print-directory -j$$(nproc) SAN=1 all
 	tests/run.sh build build-san
 
 demo: deps
