@@ -59,7 +59,7 @@ mount_fs() {
 	"$TIERFS_BIN" "$conf" "$MNT" -f "$@" 2>>"$T/daemon.log" &
 	TIERFS_PID=$!
 	local i
-	for i in $(seq 1 200); do
+	for i in $(seq 1 600); do
 		mountpoint -q "$MNT" && return 0
 		kill -0 "$TIERFS_PID" 2>/dev/null || { cat "$T/daemon.log" >&2; TIERFS_PID=; return 1; }
 		sleep 0.05

@@ -182,14 +182,14 @@ done
 nvme1_written() { grep -E '^tier nvme1 ' "$MNT/.tierfs/stats" | sed -E 's/.* bytes_written=([0-9]+).*/\1/'; }
 if [ $learned = yes ] && dd if=/dev/urandom of="$MNT/once.bin" bs=1M count=8 status=none; then
 	got=0
-	for i in $(seq 1 50); do
+	for i in $(seq 1 200); do
 		got=$(nvme1_written)
 		got=${got:-0}
 		[ "$got" -ge $((8 << 20)) ] && break
 		sleep 0.1
 	done
 	if [ "$got" -lt $((8 << 20)) ]; then
-		fail "once.bin not written back after 5 s of a running cycle ($got bytes on nvme1)"
+		fail "once.bin not written back after 20 s of a running cycle ($got bytes on nvme1)"
 	elif kill -0 $replay 2>/dev/null; then
 		ok "a file outside the learned cycle is written back while the cycle runs"
 	else

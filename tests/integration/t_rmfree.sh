@@ -19,7 +19,7 @@ before=$(free_bytes)
 check "rm without opening the file" rm "$MNT/f"
 freed() {
 	local i
-	for i in $(seq 1 50); do
+	for i in $(seq 1 200); do
 		[ $(($(free_bytes) - before)) -ge $((32 << 20)) ] && return 0
 		sleep 0.1
 	done

@@ -97,8 +97,10 @@ check "unmount clean (5)" umount_fs
 
 # One slow flush of nvme1 that fails, and a file whose write-back lands
 # while it runs: that flush covered it and the kernel reports the failure
-# once, so its fsync must say EIO, then and later.
-export SYNCFAIL_ONCE_MS=3000
+# once, so its fsync must say EIO, then and later. The flush lasts 6 s: the
+# second writer must start, write and be written back within it, on a
+# machine perhaps busy with another test lane.
+export SYNCFAIL_ONCE_MS=6000
 mount_shimmed syncfail "$T/c2.conf" || { fail "mount (slow flush)"; tap_exit; exit 1; }
 touch "$SYNCFAIL_FLAG"
 fsync_says EIO "$MNT/one" 8 >"$T/one.out" 2>&1 &

@@ -36,13 +36,15 @@ waiting() { test "$(stat_field cache reclaim_waits)" -gt 0; }
 check "the writer waits for RAM" wait_for waiting
 e0=$(stat_field 'tier nvme0' errors)
 l0=$(fails)
-sleep 1.5
+# 1 s: the writer must not reach writeback_timeout (5 s) before the disk
+# works again, even with the back-off's last delay and a busy machine.
+sleep 1
 e1=$(stat_field 'tier nvme0' errors)
 l1=$(fails)
 n=$((e1 - e0))
-echo "# failed writes in 1.5 s: $n; log lines: $((l1 - l0))"
+echo "# failed writes in 1 s: $n; log lines: $((l1 - l0))"
 grep 'nvme0' "$T/daemon.log" | tail -3 | sed 's/^/# /'
-check "failed writes in 1.5 s bounded ($n, at most 300)" test "$n" -le 300
+check "failed writes in 1 s bounded ($n, at most 200)" test "$n" -le 200
 check "they were retried ($n, at least 1)" test "$n" -ge 1
 check "log lines bounded ($((l1 - l0)), at most 30)" test $((l1 - l0)) -le 30
 rm -f "$IOFAIL_EIO"
