@@ -23,16 +23,17 @@ default_conf | sed 's/^block_size = 1M/block_size = 64K\nthreads = 2/
 grep -q '^max_bandwidth_write = 4M/s' "$T/c.conf" || fail "config edit"
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 
-M=1048576
+M=1048576 F=$((2 << 20))
 head -c $((9 * M)) /dev/urandom >"$T/a.want"
 placement() { getfattr --only-values -n user.tierfs.placement "$1" 2>/dev/null; }
 waits() { stat_field cache reclaim_waits; }
 
-# race ROUND TIER FILE: fill RAM with a's dirty blocks, write FILE (1 MiB,
-# 16 blocks) behind them, and pin it to TIER once the writer waits for RAM.
+# race ROUND TIER FILE: fill RAM with a's dirty blocks, write FILE (F bytes,
+# 32 blocks) behind them, and pin it to TIER once the writer waits for RAM.
+# The writer waits about 0.5 s in all, the pin comes 0.05 s into it.
 race() {
 	local r=$1 tier=$2 f=$3 w0 pid i
-	head -c $M /dev/urandom >"$T/$f.want"
+	head -c $F /dev/urandom >"$T/$f.want"
 	dd if="$T/a.want" of="$MNT/a" bs=64K status=none || return 1
 	w0=$(waits)
 	dd if="$T/$f.want" of="$MNT/$f" bs=64K status=none &
@@ -42,7 +43,7 @@ race() {
 		sleep 0.005
 	done
 	# Past a few blocks, so some were written before the pin too.
-	sleep 0.1
+	sleep 0.05
 	kill -0 $pid 2>/dev/null || echo "# round $r: the writer ended before the pin"
 	setfattr -n user.tierfs.pin -v "$tier" "$MNT/$f" || { wait $pid; return 1; }
 	wait $pid
@@ -73,7 +74,7 @@ check "every block written back" wait_for nothing_dirty
 check "no block left pinned in RAM" test "$(stat_field cache pinned)" -eq 0
 for r in 3 4; do
 	p=$(placement "$MNT/r$r")
-	check "round $r: every block of the file pinned to nvme0 there ($p)" test "$p" = "nvme0=$M"
+	check "round $r: every block of the file pinned to nvme0 there ($p)" test "$p" = "nvme0=$F"
 done
 check "unmount clean" umount_fs
 mount_fs "$T/c.conf" || { fail remount; tap_exit; exit 1; }
