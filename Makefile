@@ -97,11 +97,11 @@ test: deps
 	tests/run.sh build build-san
 
 demo: deps
-	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory -j$$(nproc) all
 	scripts/demo.sh
 
 bench: deps
-	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory -j$$(nproc) all
 	scripts/bench.sh
 
 format:
