@@ -11,8 +11,8 @@
 # chooses a new block's home before entry_alloc drops the lock; fixed in
 # 2147f5b and 7474cdc): the kernel holds the inode's lock across a FUSE
 # write and across setxattr. With that fix taken out and the re-check
-# logged, these rounds never reached it; it guards the daemon against a
-# kernel that lets them overlap.
+# logged, these rounds never reached it. tests/unit/test_pinrace.c forces
+# it on the cache without FUSE.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
