@@ -2463,11 +2463,11 @@ static int commit_run(struct fs *fs, bool *wrote)
 /* commit_run, and then the slots it freed are free once it is on disk:
  * at once, as users see a removal free space in df, and the writes to a
  * full tier wait for it. Flushing the commit's meta page costs a flush
- * of 4 KiB. */
-static int commit_and_free(struct fs *fs, bool *wrote)
+ * of 4 KiB. DURABLE: flush it in any case (fsync). */
+static int commit_and_free(struct fs *fs, bool durable, bool *wrote)
 {
 	int rc = commit_run(fs, wrote);
-	if (commit_held()) {
+	if (durable || commit_held()) {
 		int r = commit_sync(fs);
 		if (!rc)
 			rc = r;
@@ -2478,15 +2478,13 @@ static int commit_and_free(struct fs *fs, bool *wrote)
 int cache_commit(struct fs *fs)
 {
 	bool wrote;
-	return commit_and_free(fs, &wrote);
+	return commit_and_free(fs, false, &wrote);
 }
 
 int cache_commit_durable(struct fs *fs)
 {
 	bool wrote;
-	int rc = commit_run(fs, &wrote);
-	int r = commit_sync(fs);
-	return rc ? rc : r;
+	return commit_and_free(fs, true, &wrote);
 }
 
 /* Sync every persistent tier; charge a failed sync to the files written
@@ -2880,7 +2878,7 @@ static void *committer_main(void *arg)
 		pthread_mutex_unlock(&fs->lock);
 		bool wrote;
 		/* A failure is logged; its work stays pending. */
-		(void)commit_and_free(fs, &wrote);
+		(void)commit_and_free(fs, false, &wrote);
 		pthread_mutex_lock(&fs->lock);
 		if (wrote) {
 			last = now;
