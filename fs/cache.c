@@ -1214,6 +1214,7 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 		int64_t slot = tier_alloc(fs->tiers[t]);
 		if (slot >= 0) {
 			b->tier = (uint16_t)t;
+			b->unwritten = false;
 			b->slot = (uint64_t)slot;
 			b->csum = 0;
 			return 0;
@@ -1227,7 +1228,7 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
  * the block, nothing was written there, nothing committed. Lock held. */
 static void unassign_durable(struct fs *fs, struct blk *b)
 {
-	if (!b->ce && b->csum == 0 && b->tier != TIER_NONE) {
+	if (!b->ce && b->csum == 0 && b->tier != TIER_NONE && !b->unwritten) {
 		tier_free(fs->tiers[b->tier], b->slot);
 		b->tier = TIER_NONE;
 	}
@@ -1282,7 +1283,8 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 			*out = e;
 			return 0;
 		}
-		if (b->tier == TIER_NONE && mode == GET_READ) {
+		if ((b->tier == TIER_NONE || fs_blk_unwritten(b)) && mode == GET_READ) {
+			/* A hole, or a slot set aside: zeros, no entry. */
 			*out = NULL;
 			return 0;
 		}
@@ -1607,16 +1609,30 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 	return rc;
 }
 
-/* Drop blocks at and beyond NEWBLOCKS. Lock held; the tail of a partial last
- * block was zeroed by the caller through write_locked. */
-static int drop_blocks_from(struct fs *fs, struct inode *in, uint64_t from)
+/* Drop the data of blocks FROM to TO (exclusive). Lock held; the caller
+ * zeroed a partial block at either end through write_locked. KEEP_EMPTY
+ * (fallocate's zero range): a slot that holds nothing committed of the
+ * block stays, set aside as unwritten. A slot with committed bytes goes
+ * all the same: written over in place before the commit that marks it
+ * unwritten, a crash would leave the old checksum over new bytes. */
+static int drop_blocks(struct fs *fs, struct inode *in, uint64_t from, uint64_t to, bool keep_empty)
 {
 	fs_for_each_blk (in, i, from) {
+		if (i >= to)
+			break;
 		struct blk *b = fs_blk(in, i);
 		while (b->ce && (b->ce->flushing || b->ce->state == CE_LOADING || b->ce->refs))
 			wait_unreferenced(fs);
 		if (b->ce)
 			entry_drop(fs, b->ce);
+		if (keep_empty && b->tier != TIER_NONE && b->csum == 0) {
+			/* Queued so that the commit keeps the record. */
+			int rc = b->unwritten ? 0 : pend_add(in->ino, i);
+			if (rc)
+				return rc;
+			b->unwritten = true;
+			continue;
+		}
 		if (b->tier != TIER_NONE) {
 			/* Recorded first: on ENOMEM the block stays whole,
 			 * rather than its slot freed while the map still
@@ -1661,7 +1677,7 @@ static int resize_locked(struct fs *fs, struct inode *in, uint64_t size)
 				strerror(-rc));
 	}
 	if (size < old) {
-		rc = drop_blocks_from(fs, in, (size + fs->bs - 1) / fs->bs);
+		rc = drop_blocks(fs, in, (size + fs->bs - 1) / fs->bs, UINT64_MAX, false);
 		if (rc)
 			return rc;
 	}
@@ -1689,7 +1705,7 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 	int rc = resize_locked(fs, in, size);
 	if (!rc && size == 0) {
 		/* The bytes they stood for are no longer the file's (every
-		 * write-back of them has ended: drop_blocks_from waited). */
+		 * write-back of them has ended: drop_blocks waited). */
 		in->wb_err = 0;
 		memset(in->wb_first, 0, sizeof(in->wb_first));
 		memset(in->wb_last, 0, sizeof(in->wb_last));
@@ -1716,6 +1732,145 @@ int cache_forget_inode(struct fs *fs, struct inode *in)
 		b->tier = TIER_NONE;
 	}
 	return 0;
+}
+
+/* ---- fallocate ---------------------------------------------------------- */
+
+/* Whether IN's blocks get durable slots, which fallocate can set aside: not
+ * for a file kept in RAM, nor one whose data never leaves it. */
+static bool sets_aside(const struct fs *fs, const struct inode *in)
+{
+	if (volatile_inode(in) || in->home == fs->ram)
+		return false;
+	return fs->stripe.n || (in->home >= 0 && tier_persistent(fs->tiers[in->home]));
+}
+
+/* Free slots of the persistent tiers. Lock held. */
+static uint64_t durable_free(struct fs *fs)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		uint64_t used, total;
+		if (!tier_persistent(fs->tiers[i]))
+			continue;
+		fs_tier_slots(fs, i, &used, &total);
+		n += total > used ? total - used : 0;
+	}
+	return n;
+}
+
+/* Set aside a durable slot for each block of [FIRST, LAST) that has none,
+ * marked unwritten: it reads as zeros, its first write-back goes into it,
+ * and the next commit records it (a remount keeps it). A range that does
+ * not fit in the free space gets ENOSPC at once, as on ext4; if the space
+ * runs out on the way (another file took it), the slots this call took are
+ * given back. Lock held (assign_durable may drop it to commit). */
+static int reserve_range(struct fs *fs, struct inode *in, uint64_t first, uint64_t last)
+{
+	uint64_t need = 0;
+	for (uint64_t i = first; i < last; i++) {
+		const struct blk *b = fs_blk(in, i);
+		need += !b || b->tier == TIER_NONE;
+	}
+	if (!need)
+		return 0;
+	/* Slots freed but not yet committed count: assign_durable commits
+	 * to get them back. */
+	if (need > durable_free(fs) + fs->nfreed + __atomic_load_n(&g_nheld, __ATOMIC_ACQUIRE))
+		return -ENOSPC;
+	uint64_t *took = malloc(need * sizeof(*took));
+	if (!took)
+		return -ENOMEM;
+	uint64_t n = 0;
+	int rc = 0;
+	for (uint64_t i = first; i < last && n < need; i++) {
+		if ((rc = fs_map_reserve(fs, in, i)))
+			break;
+		struct blk *b = fs_blk(in, i);
+		if (b->tier != TIER_NONE)
+			continue;
+		if ((rc = assign_durable(fs, in, i)))
+			break;
+		/* Queued first, so that a failure leaves the slot free. */
+		if ((rc = pend_add(in->ino, i))) {
+			unassign_durable(fs, b);
+			break;
+		}
+		b->unwritten = true;
+		took[n++] = i;
+	}
+	if (rc)
+		for (uint64_t k = 0; k < n; k++) {
+			/* A commit may have recorded it already (assign_durable
+			 * commits when it finds no room): freed by the next. */
+			struct blk *b = fs_blk(in, took[k]);
+			if (!b->ce && fs_blk_unwritten(b)) {
+				defer_free(fs, b->tier, b->slot);
+				b->tier = TIER_NONE;
+				b->unwritten = false;
+			}
+		}
+	free(took);
+	return rc;
+}
+
+/* Zero [OFF, END) of block IDX where it lies inside the file, unless the
+ * block reads as zeros already. Lock held. */
+static int zero_part(struct fs *fs, struct inode *in, uint64_t off, uint64_t end)
+{
+	const struct blk *b = fs_blk(in, off / fs->bs);
+	if (end > in->attr.size)
+		end = in->attr.size;
+	if (off >= end || !b || !fs_blk_used(b) || (!b->ce && fs_blk_unwritten(b)))
+		return 0;
+	int rc = write_locked(fs, in, off, fs->zero, (size_t)(end - off), NULL, false);
+	return rc < 0 ? rc : 0;
+}
+
+int cache_fallocate(struct fs *fs, struct inode *in, int mode, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len;
+	if (len == 0 || end < off)
+		return -EINVAL;
+	if (end > fs_max_size(fs))
+		return -EFBIG;
+	/* As cache_write: a shrink under way sets the size last, with the
+	 * lock dropped before, and must not run while this drops it. */
+	while (in->resizing)
+		pthread_cond_wait(&fs->cond, &fs->lock);
+	int rc = fs_inode_load_map(fs, in);
+	if (rc)
+		return rc;
+	in->nwriting++;
+	bool clear = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
+	/* The blocks the range covers whole, and those it covers in part. */
+	uint64_t first = (off + fs->bs - 1) / fs->bs, last = end / fs->bs;
+	uint64_t head = off / fs->bs, tail = (end - 1) / fs->bs;
+	if (clear) {
+		if (off % fs->bs)
+			rc = zero_part(fs, in, off, first > last ? end : first * fs->bs);
+		if (!rc && end % fs->bs && tail >= first)
+			rc = zero_part(fs, in, tail * fs->bs > off ? tail * fs->bs : off, end);
+		if (!rc && first < last)
+			rc = drop_blocks(fs, in, first, last, mode & FALLOC_FL_ZERO_RANGE);
+	}
+	if (!rc && !(mode & FALLOC_FL_PUNCH_HOLE) && sets_aside(fs, in))
+		rc = reserve_range(fs, in, head, tail + 1);
+	if (!rc) {
+		bool grow = !(mode & FALLOC_FL_KEEP_SIZE) && end > in->attr.size;
+		if (grow)
+			in->attr.size = end;
+		if (grow || clear) {
+			fs_now(&in->attr.mtime_sec, &in->attr.mtime_nsec);
+			in->attr.ctime_sec = in->attr.mtime_sec;
+			in->attr.ctime_nsec = in->attr.mtime_nsec;
+			in->attr_dirty = true;
+		}
+		in->unsynced = true; /* fsync commits what was set aside */
+	}
+	if (--in->nwriting == 0 && in->resizing)
+		pthread_cond_broadcast(&fs->cond); /* frees nothing */
+	return rc;
 }
 
 /* The tier a block is on as users see it: its home. RAM for blocks kept
@@ -1963,6 +2118,7 @@ static void flush_done(struct tier_io *io)
 		atomic_fetch_add(&fs->stats.flush_bytes, fs->bs);
 		if (!f->move)
 			b->csum = io->csum; /* in place: the slot holds the new bytes */
+		b->unwritten = false;
 		if (pend_add(in->ino, e->idx))
 			err = -ENOMEM;
 	}
@@ -2298,7 +2454,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 			continue;
 		}
 		struct blk *b = fs_blk(in, pend[i].idx);
-		if (!b || b->tier == TIER_NONE || b->csum == 0) {
+		if (!b || b->tier == TIER_NONE || (b->csum == 0 && !b->unwritten)) {
 			/* No block, or a slot given but not written yet: either
 			 * way the committed record (whose slot may be freed in
 			 * this very commit) must go. The write-back will add
@@ -2306,6 +2462,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 			del[i] = true;
 		} else {
 			recs[i].tier_id = fs->tier_id[b->tier];
+			recs[i].flags = b->csum == 0 ? META_B_UNWRITTEN : 0;
 			recs[i].slot = b->slot;
 			recs[i].csum = b->csum;
 			/* Written back since the last good sync of its tier. */
@@ -2633,6 +2790,34 @@ int cache_flush_all(struct fs *fs)
 	return rc ? rc : r;
 }
 
+/* Block IDX of IN, a slot set aside and nothing written, to tier TIER: a
+ * slot there instead (none for RAM). Where TIER has none free, the block
+ * keeps its old one, which cache_pin reports. Lock held. */
+static int move_unwritten(struct fs *fs, struct inode *in, uint64_t idx, int tier)
+{
+	struct blk *b = fs_blk(in, idx);
+	int64_t slot = -1;
+	if (tier != fs->ram && (slot = tier_alloc(fs->tiers[tier])) < 0)
+		return 0;
+	/* The record's change is queued before the old slot is freed, as in
+	 * drop_blocks. */
+	int rc = pend_add(in->ino, idx);
+	if (rc) {
+		if (slot >= 0)
+			tier_free(fs->tiers[tier], (uint64_t)slot);
+		return rc;
+	}
+	defer_free(fs, b->tier, b->slot);
+	b->tier = TIER_NONE;
+	b->unwritten = false;
+	if (slot >= 0) {
+		b->tier = (uint16_t)tier;
+		b->slot = (uint64_t)slot;
+		b->unwritten = true;
+	}
+	return 0;
+}
+
 int cache_pin(struct fs *fs, struct inode *in, int tier)
 {
 	/* Rewrite every block: entry_get loads it, and marking it dirty sends
@@ -2650,6 +2835,10 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 		struct blk *b = fs_blk(in, i);
 		if (!fs_blk_used(b) || b->tier == tier)
 			continue;
+		if (!b->ce && fs_blk_unwritten(b)) {
+			rc = move_unwritten(fs, in, i, tier);
+			continue;
+		}
 		struct centry *e;
 		rc = entry_get(fs, in, i, GET_READ, &e);
 		if (rc || !e)
@@ -2659,7 +2848,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 		if (tier == fs->ram) {
 			if (b->tier != TIER_NONE) {
 				/* The record's removal is queued before its slot
-				 * is freed, as in drop_blocks_from. */
+				 * is freed, as in drop_blocks. */
 				if ((rc = pend_add(in->ino, i))) {
 					entry_put(fs, e);
 					break;

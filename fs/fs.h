@@ -41,6 +41,10 @@
 /* One block of a file, in memory. Guarded by fs->lock. */
 struct blk {
 	uint16_t tier; /* config index of the durable copy, TIER_NONE if none */
+	/* The slot was set aside by fallocate: the commit keeps its record
+	 * (META_B_UNWRITTEN). Means something only while csum is 0: see
+	 * fs_blk_unwritten. */
+	bool unwritten;
 	uint64_t slot;
 	uint64_t csum;
 	struct centry *ce; /* cached copy or NULL */
@@ -102,6 +106,13 @@ static inline struct blk *fs_blk(const struct inode *in, uint64_t idx)
 static inline bool fs_blk_used(const struct blk *b)
 {
 	return b->tier != TIER_NONE || b->ce;
+}
+
+/* Whether B has a slot set aside by fallocate that holds nothing yet: it
+ * reads as zeros, and its first write-back goes into that slot. */
+static inline bool fs_blk_unwritten(const struct blk *b)
+{
+	return b->tier != TIER_NONE && b->unwritten && b->csum == 0;
 }
 
 /* The first block from IDX on that has a record, nblocks if none. */
@@ -361,6 +372,12 @@ void fs_tier_slots(struct fs *fs, int i, uint64_t *used, uint64_t *total);
  * that growing the file again shows zeros, as POSIX wants) and drops the
  * blocks beyond. Writes of the file wait meanwhile. Lock held. */
 int cache_resize(struct fs *fs, struct inode *in, uint64_t size);
+/* fallocate(2) of [OFF, OFF+LEN) with MODE 0 or FALLOC_FL_KEEP_SIZE, with
+ * FALLOC_FL_PUNCH_HOLE, or FALLOC_FL_ZERO_RANGE: sets slots aside for the
+ * range's blocks (not for a file kept in RAM), so that writes there do not
+ * get ENOSPC; a punch frees the blocks it covers whole, and both it and a
+ * zero range zero the rest. Lock held. */
+int cache_fallocate(struct fs *fs, struct inode *in, int mode, uint64_t off, uint64_t len);
 int cache_flush_inode(struct fs *fs, struct inode *in, bool durable); /* no lock held */
 int cache_flush_all(struct fs *fs);				      /* no lock held */
 int cache_forget_inode(struct fs *fs, struct inode *in); /* lock held: drop all blocks */

@@ -245,7 +245,8 @@ static int load_block(uint64_t idx, const struct meta_block *b, void *arg)
 	struct blk *r = fs_blk(c->in, idx);
 	r->tier = (uint16_t)t;
 	r->slot = b->slot;
-	r->csum = b->csum;
+	r->unwritten = b->flags & META_B_UNWRITTEN;
+	r->csum = r->unwritten ? 0 : b->csum;
 	return 0;
 }
 

@@ -51,9 +51,14 @@ struct meta_inode {
 
 #define META_F_VOLATILE 0x1 /* persistent = no: data gone after a remount */
 
+/* The slot is set aside (fallocate) and nothing was written to it: the
+ * block reads as zeros, csum is 0. Daemons from before the flag never
+ * stored a record with csum 0, and read one as zeros too. */
+#define META_B_UNWRITTEN 0x1
+
 struct meta_block {
 	uint16_t tier_id;
-	uint16_t pad;
+	uint16_t flags; /* META_B_* (was padding, always 0, before fallocate set it) */
 	uint32_t pad2;
 	uint64_t slot;
 	uint64_t csum;

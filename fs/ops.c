@@ -1132,8 +1132,17 @@ static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 {
 	(void)fi;
 	struct fs *fs = g_fs;
-	if (mode & ~FALLOC_FL_KEEP_SIZE) {
+	/* A punch keeps the size (the kernel checks too); collapse, insert
+	 * and unshare ranges are not offered. */
+	int clear = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
+	if ((mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) ||
+	    clear == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) ||
+	    ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))) {
 		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (offset < 0 || length <= 0) {
+		fuse_reply_err(req, EINVAL);
 		return;
 	}
 	struct inode *in = ctl_ino(ino) ? NULL : get_open_inode(ino);
@@ -1141,44 +1150,10 @@ static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	/* Blocks get their space when written (placement decides where);
-	 * only the size changes here. Holes read as zeros meanwhile. */
 	pthread_mutex_lock(&fs->lock);
-	/* A shrink under way sets the size last, with the lock dropped
-	 * before: a size set meanwhile would be lost. */
-	while (in->resizing)
-		pthread_cond_wait(&fs->cond, &fs->lock);
-	uint64_t end = (uint64_t)offset + (uint64_t)length;
-	if (end > fs_max_size(fs)) {
-		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, EFBIG);
-		return;
-	}
-	/* The space is not set aside (README), but a range that cannot fit
-	 * in what is free now gets ENOSPC, as ext4 gives. */
-	if (in->home != fs->ram) {
-		uint64_t first = (uint64_t)offset / fs->bs, last = (end + fs->bs - 1) / fs->bs;
-		uint64_t need = last - first, used, total;
-		fs_for_each_blk (in, i, first) {
-			if (i >= last)
-				break;
-			if (fs_blk_used(fs_blk(in, i)))
-				need--;
-		}
-		data_space(fs, &used, &total);
-		if (need > total - used) {
-			pthread_mutex_unlock(&fs->lock);
-			fuse_reply_err(req, ENOSPC);
-			return;
-		}
-	}
-	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > in->attr.size) {
-		in->attr.size = end;
-		in->attr_dirty = true;
-		touch_mc(&in->attr);
-	}
+	int rc = cache_fallocate(fs, in, mode, (uint64_t)offset, (uint64_t)length);
 	pthread_mutex_unlock(&fs->lock);
-	fuse_reply_err(req, 0);
+	fuse_reply_err(req, -rc);
 }
 
 static void tfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,

@@ -3,7 +3,7 @@
 # posix tier. statfs counts the persistent tier, not the RAM cache beside
 # it (files never spill to RAM): once writes get ENOSPC, df says nothing is
 # available, as ext4 does. fallocate of a range larger than the free space
-# fails with ENOSPC, as on ext4 (it does not set the space aside: README).
+# fails with ENOSPC, as on ext4 (t_fallocate: what it sets aside).
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
