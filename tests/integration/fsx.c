@@ -1,5 +1,7 @@
 /*
  * fsx: randomized file operation tester (in the spirit of the classic fsx).
+ * Writes, reads, truncates, fsyncs, reopens, and fallocate's modes: space set
+ * aside (with and without --keep-size), punched holes and zeroed ranges.
  *
  * Runs the same random sequence of operations on N files in a directory under
  * test (the tierfs mount) and on N shadow files in a plain directory, and
@@ -38,10 +40,17 @@ enum op_kind {
 	OP_FSYNC,
 	OP_REOPEN,
 	OP_STAT,
+	OP_FALLOC,	/* fallocate, mode 0 */
+	OP_FALLOC_KEEP, /* fallocate --keep-size */
+	OP_PUNCH,	/* --punch-hole */
+	OP_ZERO,	/* --zero-range */
+	OP_ZERO_KEEP,	/* --zero-range --keep-size */
 	OP_NKINDS
 };
-static const char *op_names[] = {"write", "write-hole", "read", "truncate",
-				 "fsync", "reopen",	"stat"};
+static const char *op_names[] = {"write",      "write-hole", "read",
+				 "truncate",   "fsync",	     "reopen",
+				 "stat",       "fallocate",  "fallocate-keep-size",
+				 "punch-hole", "zero-range", "zero-range-keep-size"};
 
 struct logent {
 	uint64_t n;
@@ -260,6 +269,21 @@ static void do_truncate(int i, uint64_t size)
 		die_sys("ftruncate shadow", i);
 }
 
+static void do_fallocate(int i, int kind, uint64_t off, uint64_t len)
+{
+	static const int modes[] = {
+	    [OP_FALLOC] = 0,
+	    [OP_FALLOC_KEEP] = FALLOC_FL_KEEP_SIZE,
+	    [OP_PUNCH] = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	    [OP_ZERO] = FALLOC_FL_ZERO_RANGE,
+	    [OP_ZERO_KEEP] = FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+	};
+	if (fallocate(tfd[i], modes[kind], (off_t)off, (off_t)len) != 0)
+		dump_log_and_die("%s test file %d: %s", op_names[kind], i, strerror(errno));
+	if (fallocate(sfd[i], modes[kind], (off_t)off, (off_t)len) != 0)
+		dump_log_and_die("%s shadow file %d: %s", op_names[kind], i, strerror(errno));
+}
+
 static void one_op(void)
 {
 	int i = (int)(rnd() % (uint64_t)nfiles);
@@ -311,6 +335,20 @@ static void one_op(void)
 		log_op(OP_REOPEN, i, 0, 0);
 		close_pair(i);
 		open_pair(i, 0);
+	} else if (r < 97) { /* fallocate, punch or zero a range, at times past EOF */
+		static const int kinds[] = {OP_FALLOC, OP_FALLOC_KEEP, OP_PUNCH, OP_ZERO,
+					    OP_ZERO_KEEP};
+		int kind = kinds[rnd() % 5];
+		off = rnd() % (size + size / 4 + 1);
+		len = rnd_len(maxlen);
+		if (off >= maxsize)
+			off = maxsize - 1;
+		if (off + len > maxsize)
+			len = maxsize - off;
+		if (len == 0)
+			len = 1;
+		log_op(kind, i, off, len);
+		do_fallocate(i, kind, off, len);
 	} else {
 		log_op(OP_STAT, i, 0, 0);
 		compare_size(i);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Randomized operation test (fsx): >= 100,000 random writes, reads, truncates,
-# hole-creating writes, fsyncs and reopens over 4+ files on the mount, each
-# checked byte-for-byte against shadow files on a plain directory; then a
+# hole-creating writes, fsyncs, reopens and fallocates (space set aside, with
+# and without --keep-size, punched holes, zeroed ranges) over 4+ files on the
+# mount, each checked byte-for-byte against shadow files on a plain directory; then a
 # remount and a full compare. Two configs: 1 MiB blocks on one tier, and
 # 64 KiB blocks striped over two tiers (block boundaries crossed often).
 # FSX_SEED picks the seed (printed, so a failure can be replayed).
