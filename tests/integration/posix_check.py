@@ -387,6 +387,44 @@ def c_fallocate(d):
     return "ok"
 
 
+def fallocate(fd, mode, off, length):
+    """fallocate(2) through libc (os has only posix_fallocate)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    if libc.fallocate(fd, mode, off, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def c_punch_zero(d):
+    # Punched and zeroed ranges at odd offsets, across and inside blocks
+    # and past EOF: the bytes and the size, as ext4 has them.
+    KEEP, PUNCH, ZERO = 0x01, 0x02, 0x10
+    p = d + "/f"
+    data = bytes((i * 7 + i // 4099) & 0xFF for i in range(5 * MiB + 300))
+    wfile(p, data)
+    fd = os.open(p, os.O_RDWR)
+    obs = []
+    for mode, off, n in [(PUNCH | KEEP, 100, 3 * MiB), (PUNCH | KEEP, 4 * MiB + 5, 7),
+                         (ZERO | KEEP, MiB - 1, 2), (ZERO, 5 * MiB, MiB // 2),
+                         (ZERO | KEEP, 6 * MiB, MiB), (PUNCH | KEEP, 5 * MiB + 200, 2 * MiB)]:
+        fallocate(fd, mode, off, n)
+        size = os.fstat(fd).st_size
+        obs.append("%x@%d+%d:%d:%s" % (mode, off, n, size,
+                                       hashlib.sha1(pread_all(fd, size, 0)).hexdigest()[:8]))
+    want = bytearray(data)
+    want[100:100 + 3 * MiB] = bytes(3 * MiB)
+    want[4 * MiB + 5:4 * MiB + 12] = bytes(7)
+    want[MiB - 1:MiB + 1] = bytes(2)
+    want[5 * MiB:] = bytes(MiB // 2)
+    want[5 * MiB + 200:] = bytes(len(want) - 5 * MiB - 200)
+    expect(pread_all(fd, len(want) + 1, 0) == bytes(want), "bytes after punch/zero differ")
+    obs.append("nokeep=" + err_name(fallocate, fd, PUNCH, 0, 4096))
+    os.close(fd)
+    return " ".join(obs)
+
+
 def c_xattr(d):
     p = d + "/f"
     wfile(p, b"x")
