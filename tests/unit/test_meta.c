@@ -110,6 +110,7 @@ static struct meta_block mk_block(uint64_t ino, uint64_t idx)
 	memset(&b, 0, sizeof(b));
 	b.tier_id = (uint16_t)(1 + idx % 3);
 	b.slot = ino * 1000003 + idx;
+	b.flags = idx % 2 ? META_B_UNWRITTEN : 0; /* kept as stored */
 	b.csum = ~(ino ^ (idx << 20));
 	return b;
 }
