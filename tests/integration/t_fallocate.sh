@@ -4,6 +4,7 @@
 # (or kill -9 after the commit) keeps it. The range reads as zeros, even
 # where its slots held a deleted file's bytes. PUNCH_HOLE frees the whole
 # blocks of its range and zeros the rest; ZERO_RANGE zeros and sets aside.
+# A range that does not fit gets ENOSPC and keeps nothing it took on the way.
 # Mount: RAM 64 MiB, one 128 MiB posix tier, 1 MiB blocks.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
@@ -150,5 +151,23 @@ else
 	# it answers EOPNOTSUPP without asking the daemon.
 	skip "zero range" "the kernel refused it: $(cat "$T/zerr")"
 fi
+check "unmount" umount_fs
+
+# Free space the range cannot use: nvme1 is outside the stripe, so new
+# blocks spill only within it (nvme0, 16 MiB). The free space of both
+# passes the first check; the slots taken on the way go back.
+rm -rf "$T/meta" "$T/nvme0" "$T/nvme1"
+two_tier_conf 1M | sed 's/^stripe = nvme0, nvme1$/stripe = nvme0/' |
+	awk '/^\[tier nvme0\]/ {t = 1} /^\[tier nvme1\]/ {t = 0} t && /^capacity/ {$0 = "capacity = 16M"} 1' \
+		>"$T/split.conf"
+mount_fs "$T/split.conf" || fail "mount with nvme1 outside the stripe"
+a0=$(avail)
+check_fails "fallocate of 32 MiB with 16 MiB of the stripe free: ENOSPC" \
+	fallocate -l 32M "$MNT/big"
+check "... sets nothing aside (st_blocks $(blocks "$MNT/big"))" test "$(blocks "$MNT/big")" = 0
+check "... and the slots taken on the way come back" wait_for avail_is "$a0"
+check "fallocate of 16 MiB fits" fallocate -l 16M "$MNT/fits"
+check "... and 16 MiB of writes into it too" \
+	dd if="$T/data" of="$MNT/fits" bs=1M count=16 conv=notrunc,fsync status=none
 check "unmount" umount_fs
 tap_exit
