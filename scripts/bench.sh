@@ -22,7 +22,8 @@
 #                  access order is learned while they run) and are not averaged
 #   BENCH_RANKS    rank processes [1]
 #   BENCH_SUBGROUP params per sub-group [state/12/ranks/8: 8 sub-groups]
-#   BENCH_PIPELINE on|off [on]
+#   BENCH_PIPELINE on|lockstep|off: tierfs-replay --pipeline (on: DeepSpeed's
+#                  pipelined swapper's order; lockstep: the order before) [on]
 #   BENCH_COMPUTE  seconds of forward+backward compute per step, spread over the
 #                  gradient writes: disk time a real step leaves between two
 #                  update phases, which a cache could use and a plain directory

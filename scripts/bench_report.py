@@ -38,9 +38,12 @@ The floor model (what an optimal policy must move to/from the disk per steady st
   max(io floor, measured CPU time of the update).
 
 The pipeline model (pipeline_model(); reported beside the floor, not instead
-of it; pipelined runs only). The floor counts bytes only. DeepSpeed's pipelined update also waits:
-iteration i starts the read of sub-group i+1 and the write of i-1, runs the
-CPU pass of i, and joins both before i+1. So the first two reads run with
+of it; runs with tierfs-replay --pipeline lockstep only). The floor counts
+bytes only. A lockstep pipelined update also waits: iteration i starts the
+read of sub-group i+1 and the write of i-1, runs the CPU pass of i, and
+joins both before i+1. (DeepSpeed's own order, --pipeline on, starts the
+write of i once i-1 is written, beside the rest of the read of i+1; the
+model does not cover it.) So the first two reads run with
 the disk's write side idle and the last two writes with its read side idle,
 whatever the policy does, and each iteration between them moves a sub-group
 each way. RAM beside the pinned gradients (C blocks) is what can take work
@@ -218,7 +221,9 @@ def pipeline_model(rj, ram, bs, rbw, wbw, mbw):
     sizes, ranks = layout(rj)
     cycle, bsize, is_grad = trace(rj, bs)
     credit = ram // bs - sum(1 for g in is_grad if g)
-    if credit < 0 or not rj.get("pipeline", True):
+    # Replays from before the schedule was recorded ran in lockstep.
+    sched = rj.get("schedule", "lockstep" if rj.get("pipeline", True) else "serial")
+    if credit < 0 or sched != "lockstep":
         return None
     nblk = lambda b: (b + bs - 1) // bs
     # per sub-group, all ranks (they run in lock step): state blocks, bytes
@@ -288,8 +293,115 @@ def pipeline_model(rj, ram, bs, rbw, wbw, mbw):
 
     # Neither greedy is always the better: the model is the better of the two.
     io, left = min(spend(True), spend(False))
-    return {"credit_blocks": credit, "credit_unused_blocks": left, "phases": len(ph),
-            "pipeline_io_s": io}
+    return {"schedule": "lockstep", "credit_blocks": credit, "credit_unused_blocks": left,
+            "phases": len(ph), "pipeline_io_s": io}
+
+
+def deepspeed_order_s(rd, wr, cpu, rbw, wbw, mbw):
+    """Seconds of an update phase in DeepSpeed's pipelined order: RD[i] and
+    WR[i] bytes of sub-group i's read and write, CPU[i] its CPU pass.
+
+    swap_in(i) waits for the read of i and starts the read of i+1; after the
+    CPU pass, swap_out(i) waits for the write of i-1 and starts the write of
+    i (the last one waited for). The disk is a fluid: one transfer alone at
+    its side's bandwidth; a read and a write together share it evenly, in
+    turn or mixed, whichever moves more."""
+    n = len(rd)
+    alone = (rbw, wbw)
+    both = (rbw / 2, wbw / 2)
+    if mbw > 0 and min(mbw / 2, rbw) + min(mbw / 2, wbw) > sum(both):
+        both = (min(mbw / 2, rbw), min(mbw / 2, wbw))
+    st = {"t": 0.0, "r": None, "w": None}  # bytes left of the transfer in flight
+
+    def run(until=None, dt=None):
+        """Move time on until UNTIL's side ('r' or 'w') has no transfer in
+        flight, or DT seconds have passed."""
+        end = st["t"] + dt if dt is not None else None
+        while True:
+            if until and st[until] is None:
+                return
+            rr, wr_ = both if st["r"] is not None and st["w"] is not None else alone
+            steps = [st["r"] / rr if st["r"] is not None else math.inf,
+                     st["w"] / wr_ if st["w"] is not None else math.inf,
+                     end - st["t"] if end is not None else math.inf]
+            d = min(steps)
+            if d == math.inf:
+                return
+            st["t"] += d
+            for side, rate, k in (("r", rr, 0), ("w", wr_, 1)):
+                if st[side] is not None:
+                    st[side] = None if k == steps.index(d) else max(st[side] - rate * d, 0.0)
+            if end is not None and st["t"] >= end - 1e-12:
+                return
+
+    st["r"] = float(rd[0])
+    run("r")
+    for i in range(n):
+        run("r")
+        if i + 1 < n:
+            st["r"] = float(rd[i + 1])
+        run(dt=cpu[i])
+        run("w")
+        st["w"] = float(wr[i])
+    run("w")
+    return st["t"]
+
+
+def deepspeed_model(rj, ram, bs, rbw, wbw, mbw, cpu_s):
+    """A good schedule's time for the update phase in DeepSpeed's pipelined
+    order (tierfs-replay --pipeline on), as pipeline_model() for lockstep:
+    RAM beside the pinned gradients spent greedily on keeping blocks of a
+    sub-group from its write to its next read (off both transfers), or on
+    reading ahead or writing behind (off one), where the simulated phase
+    (deepspeed_order_s, CPU passes included) gains the most. None where the
+    gradients do not fit the budget."""
+    sizes, ranks = layout(rj)
+    cycle, bsize, is_grad = trace(rj, bs)
+    credit = ram // bs - sum(1 for g in is_grad if g)
+    if credit < 0 or rj.get("schedule") != "deepspeed":
+        return None
+    nblk = lambda b: (b + bs - 1) // bs
+    # per sub-group, all ranks: [read blocks, read bytes, write blocks, write bytes]
+    sg = [[3 * ranks * nblk(k * 4), 3 * ranks * k * 4] * 2 for k in sizes]
+    n = len(sg)
+    cpu = [cpu_s * k / sum(sizes) for k in sizes]
+    total = lambda cur: deepspeed_order_s([p[1] for p in cur], [p[3] for p in cur], cpu,
+                                          rbw, wbw, mbw)
+    options = [([(i, side)], 1) for i in range(n) for side in (0, 1)]
+    for j in range(n):
+        for stride in (1, 2):
+            run = []
+            for m in range(j, n, stride):
+                run = run + [(m, 0), (m, 1)]
+                options.append((run, len(run) // 2))
+    chunk = max(1, credit // 128)
+
+    def spend(per_block):
+        cur = [list(p) for p in sg]
+        left, now = credit, total(cur)
+        while left > 0:
+            best, score = None, 0.0
+            for mv, cost in options:
+                k = min(chunk, left // cost)
+                if k < 1 or any(cur[i][2 * side] < k for i, side in mv):
+                    continue
+                new = [list(p) for p in cur]
+                for i, side in mv:
+                    blk, byt = new[i][2 * side], new[i][2 * side + 1]
+                    new[i][2 * side + 1] = byt - byt * k // blk if blk else 0
+                    new[i][2 * side] = blk - k
+                tn = total(new)
+                sc = (now - tn) / (k * cost) if per_block else now - tn
+                if sc > score * (1 + 1e-9):
+                    best, score, used, bt = new, sc, k * cost, tn
+            if best is None:
+                break
+            cur, now, left = best, bt, left - used
+        return now, left
+
+    io, left = min(spend(True), spend(False))
+    return {"schedule": "deepspeed", "credit_blocks": credit, "credit_unused_blocks": left,
+            "phases": n, "pipeline_io_s": io}
 
 
 def cmd_floor(args):
@@ -318,7 +430,10 @@ def cmd_floor(args):
     cpu = min(s["update_cpu_s"] for s in steady) if steady else 0.0
     f["update_cpu_s"] = cpu
     f["floor_s"] = max(f["floor_io_s"], cpu)
-    pm = pipeline_model(rj, ram, bs, rbw, wbw, mbw) if src is pg else None
+    pm = None
+    if src is pg:
+        pm = (pipeline_model(rj, ram, bs, rbw, wbw, mbw) or
+              deepspeed_model(rj, ram, bs, rbw, wbw, mbw, cpu))
     if pm:
         f["pipeline"] = pm
         f["pipeline_s"] = max(pm["pipeline_io_s"], f["floor_s"])
@@ -545,11 +660,13 @@ def cmd_report(args):
                   fmt_bytes(pg["disk_write_bytes"]), pg["hit_ratio"]))
     if floor and floor.get("pipeline_s"):
         pm = floor["pipeline"]
-        print("model (DeepSpeed's pipelined schedule with the same disk and RAM, %d blocks beside "
-              "the gradients): %.3f s = %.2fx the floor; the first two reads and the last two "
-              "writes of a step leave one side of the disk idle whatever the policy "
-              "(scripts/bench_report.py explains it)" % (
-                  pm["credit_blocks"], floor["pipeline_s"], floor["pipeline_s"] / floor["floor_s"]))
+        what = {"lockstep": "the lockstep pipelined schedule",
+                "deepspeed": "DeepSpeed's pipelined order"}.get(pm.get("schedule"), "the schedule")
+        print("model (%s with the same disk and RAM, %d blocks beside the gradients): %.3f s = "
+              "%.2fx the floor; reads or writes alone at the head and the tail of a step, and "
+              "the waits of the order, whatever the policy (scripts/bench_report.py explains "
+              "it)" % (what, pm["credit_blocks"], floor["pipeline_s"],
+                       floor["pipeline_s"] / floor["floor_s"]))
     if floor2p:
         print("two paths (disk + second path): read %.2f GB/s, write %.2f GB/s, mixed %.2f GB/s -> "
               "floor %.3f s%s" % (

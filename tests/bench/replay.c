@@ -9,7 +9,9 @@
  * 0..N-1: read param, exp_avg, exp_avg_sq and the gradients, run an fp32 Adam
  * update over the buffers (touches every byte and changes the content), write
  * param, exp_avg, exp_avg_sq back. Step 0 ("init") writes every file from
- * scratch and is reported on its own.
+ * scratch and is reported on its own. With the pipeline (DeepSpeed's
+ * pipeline_read/pipeline_write), transfers overlap the updates in the order
+ * DeepSpeed 0.19's PipelinedOptimizerSwapper gives them.
  *
  * All content comes from a deterministic generator keyed by (rank, sub-group,
  * kind, step), so --verify can recompute what every file must hold after the
@@ -53,6 +55,9 @@ struct opts {
 	int ranks;
 	int steps;
 	bool pipeline;
+	/* With the pipeline: DeepSpeed's own order (default), or read i+1 and
+	 * write i-1 both joined before update i+1 (lockstep). */
+	bool lockstep;
 	bool verify;
 	const char *stats, *stats_out; /* copy FILE into DIR after each phase (rank 0) */
 	bool verify_only;	       /* files already hold the content after --steps steps */
@@ -731,6 +736,49 @@ static void rank_main(int rank)
 				t->rd += sg_bytes(sg, true);
 				t->wr += sg_bytes(sg, false);
 			}
+		} else if (!o.lockstep) {
+			/* PipelinedOptimizerSwapper (DeepSpeed 0.19): swap_in(i)
+			 * waits for the read of i, then starts the read of
+			 * i+1; after the update, swap_out(i) waits for the
+			 * write of i-1, then starts the write of i, which runs
+			 * beside the rest of the read of i+1. Three buffer
+			 * sets: i, i+1 being read, i-1 or i being written. */
+			struct xfer rd = {.ctx = rctx, .rank = rank, .step = s},
+				    wr = {.ctx = wctx, .rank = rank, .step = s, .write = true};
+			for (int sg = 0; sg < nsg; sg++) {
+				if (sg == 0) {
+					rd.sg = 0;
+					rd.b = &set[0];
+					xfer_main(&rd);
+					FAIL_IF(rd.rc);
+				} else {
+					FAIL_IF(xfer_join(&rd));
+				}
+				if (sg + 1 < nsg) {
+					rd.sg = sg + 1;
+					rd.b = &set[(sg + 1) % 3];
+					FAIL_IF(xfer_start(&rd));
+				}
+				double c0 = now();
+				struct bufset *b = &set[sg % 3];
+				adam(b->p, b->m, b->v, b->g, sgs[sg].numel);
+				double c1 = now();
+				t->upd_cpu += c1 - c0;
+				if (sg > 0)
+					FAIL_IF(xfer_join(&wr));
+				trace(rank, s, 'A', sg, c0, c1, now());
+				wr.sg = sg;
+				wr.b = b;
+				/* The last write is synchronous, as DeepSpeed's. */
+				if (sg + 1 < nsg) {
+					FAIL_IF(xfer_start(&wr));
+				} else {
+					xfer_main(&wr);
+					FAIL_IF(wr.rc);
+				}
+				t->rd += sg_bytes(sg, true);
+				t->wr += sg_bytes(sg, false);
+			}
 		} else {
 			struct xfer rd = {.ctx = rctx, .rank = rank, .step = s},
 				    wr = {.ctx = wctx, .rank = rank, .step = s, .write = true};
@@ -952,7 +1000,12 @@ static void usage(FILE *f)
 	       "  --subgroup-size N     params per sub-group (e.g. 1e8, 8M) [state/12/ranks/8]\n"
 	       "  --ranks N             processes, each its own rank dir [1]\n"
 	       "  --steps N             steps after the init step [3]\n"
-	       "  --pipeline on|off     overlap read i+1 and write i-1 with update i [on]\n"
+	       "  --pipeline on|lockstep|off\n"
+	       "                        on: DeepSpeed's pipelined swapper: start the read of\n"
+	       "                        i+1 once i is in, write i once i-1 is written, so\n"
+	       "                        the write of i runs beside the read of i+1;\n"
+	       "                        lockstep: read i+1 and write i-1 during update i,\n"
+	       "                        both joined before i+1; off: one at a time [on]\n"
 	       "  --grad-files N        gradient files per sub-group [2]\n"
 	       "  --queue-depth N       [8]   --block-size SIZE  aio request size [1M]\n"
 	       "  --compute SEC         forward+backward compute per step, spread before\n"
@@ -963,7 +1016,8 @@ static void usage(FILE *f)
 	       "  --trace FILE          a line per transfer and Adam pass of the update phase:\n"
 	       "                        rank step R|W|A sub-group start end joined (seconds,\n"
 	       "                        CLOCK_MONOTONIC; R/W: a sub-group's reads/writes,\n"
-	       "                        A: its Adam pass, then the wait for both joins)\n"
+	       "                        A: its Adam pass, then the wait for the joins:\n"
+	       "                        the write of i-1 (on), both transfers (lockstep))\n"
 	       "  --probe FILE [--probe-size SIZE] [--probe-read-only]\n"
 	       "                        measure O_DIRECT write then read bandwidth of FILE\n");
 }
@@ -1009,7 +1063,8 @@ int main(int argc, char **argv)
 			o.steps = atoi(optarg);
 			break;
 		case 'p':
-			if (!strcmp(optarg, "on"))
+			o.lockstep = !strcmp(optarg, "lockstep");
+			if (!strcmp(optarg, "on") || o.lockstep)
 				o.pipeline = true;
 			else if (!strcmp(optarg, "off"))
 				o.pipeline = false;
@@ -1132,7 +1187,10 @@ int main(int argc, char **argv)
 		"[replay] %s: %d rank(s) x %d sub-groups of %" PRIu64
 		" params; state %.2f GiB + gradients %.2f GiB; %d steps; pipeline %s\n",
 		o.dir, o.ranks, nsg, o.sg_params, rank_params * 12.0 * o.ranks / (1 << 30),
-		rank_params * 4.0 * o.ranks / (1 << 30), o.steps, o.pipeline ? "on" : "off");
+		rank_params * 4.0 * o.ranks / (1 << 30), o.steps,
+		!o.pipeline  ? "off"
+		: o.lockstep ? "lockstep"
+			     : "on (DeepSpeed's order)");
 
 	size_t shsz = sizeof(struct shared) +
 		      sizeof(struct stepstat) * (size_t)o.ranks * (size_t)(o.steps + 1);
@@ -1198,11 +1256,15 @@ int main(int argc, char **argv)
 		fprintf(j,
 			"{\"dir\": \"%s\", \"state_bytes\": %" PRIu64 ", \"grad_bytes\": %" PRIu64
 			", \"ranks\": %d, \"subgroups_per_rank\": %d, \"subgroup_params\": %" PRIu64
-			", \"grad_files\": %d, \"pipeline\": %s, \"queue_depth\": %d, "
-			"\"request_bytes\": %zu, \"compute_s\": %.3f, \"steps\": [",
+			", \"grad_files\": %d, \"pipeline\": %s, \"schedule\": \"%s\", "
+			"\"queue_depth\": %d, \"request_bytes\": %zu, \"compute_s\": %.3f, "
+			"\"steps\": [",
 			o.dir, rank_params * 12 * o.ranks, rank_params * 4 * o.ranks, o.ranks, nsg,
-			o.sg_params, o.grad_files, o.pipeline ? "true" : "false", o.qd, o.req,
-			o.compute);
+			o.sg_params, o.grad_files, o.pipeline ? "true" : "false",
+			!o.pipeline  ? "serial"
+			: o.lockstep ? "lockstep"
+				     : "deepspeed",
+			o.qd, o.req, o.compute);
 	}
 	for (int s = 0; s <= o.steps; s++) {
 		double b0 = 1e300, b1 = 0, u0 = 1e300, u1 = 0, bio = 0, cpu = 0;

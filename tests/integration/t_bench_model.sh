@@ -105,6 +105,49 @@ for extra in range(0, 8 * 12 + 1, 4):
     prev = t
 check("more RAM never slower, never below the floor", ok, worst)
 
+# DeepSpeed's own order (tierfs-replay --pipeline on): the read of i+1
+# starts once i is in, the write of i once i-1 is written. Independent
+# sides, no CPU: with the write side the slower, writes run back to back
+# after the first read; with the read side the slower, reads do, and the
+# last write follows them.
+S8, C0 = [SG] * 8, [0.0] * 8
+t = br.deepspeed_order_s(S8, S8, C0, RBW, WBW, FREE)
+check("DeepSpeed's order, writes slower: the first read, then 8 writes",
+      near(t, SG / RBW + 8 * SG / WBW), "got %s" % t)
+t = br.deepspeed_order_s(S8, S8, C0, WBW, RBW, FREE)
+check("DeepSpeed's order, reads slower: 8 reads, then the last write",
+      near(t, 8 * SG / WBW + SG / RBW), "got %s" % t)
+# CPU passes longer than any transfer: the first read, the passes one
+# after the other, the last write.
+t = br.deepspeed_order_s(S8, S8, [1.0] * 8, RBW, WBW, FREE)
+check("DeepSpeed's order, CPU-bound: first read + 8 passes + last write",
+      near(t, SG / RBW + 8.0 + SG / WBW), "got %s" % t)
+# In turn (no mixed bandwidth), a read and a write in flight together each
+# move at half their side's rate: never faster than the serial sum of the
+# transfers, nor slower than the lockstep head + iterations + tail.
+t = br.deepspeed_order_s(S8, S8, C0, RBW, WBW, 0.0)
+serial = 8 * (SG / RBW + SG / WBW)
+check("DeepSpeed's order, in turn: between the serial sum and lockstep's",
+      serial - 1e-9 <= t <= 2 * SG / RBW + 6 * (SG / RBW + SG / WBW) + 2 * SG / WBW + 1e-9,
+      "got %s serial %s" % (t, serial))
+
+# Its model: none for other schedules, never below the floor, more RAM
+# never slower.
+ds = dict(rj, schedule="deepspeed")
+check("the DeepSpeed-order model only for such runs",
+      br.deepspeed_model(rj, (GRAD + 12) * MIB, MIB, RBW, WBW, 0.0, 0.0) is None and
+      br.pipeline_model(ds, (GRAD + 12) * MIB, MIB, RBW, WBW, 0.0) is None)
+prev, ok, worst = None, True, ""
+for extra in range(0, 8 * 12 + 1, 8):
+    m = br.deepspeed_model(ds, (GRAD + extra) * MIB, MIB, BW, BW, FREE, 0.0)
+    t = m["pipeline_io_s"]
+    f = br.belady(rj, (GRAD + extra) * MIB, MIB, pin_grads=True)
+    floor = max(f["disk_read_bytes"] / BW, f["disk_write_bytes"] / BW)
+    if (prev is not None and t > prev + 1e-9) or t < floor - 1e-9:
+        ok, worst = False, "extra %d: model %.4f prev %s floor %.4f" % (extra, t, prev, floor)
+    prev = t
+check("DeepSpeed-order model: more RAM never slower, never below the floor", ok, worst)
+
 print("1..%d" % n)
 sys.exit(1 if failed else 0)
 EOF

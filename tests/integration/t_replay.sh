@@ -63,9 +63,10 @@ check "repeating pattern: 4 steps, content verified" \
 grep '^order' "$MNT/.tierfs/stats" | sed 's/^/# /'
 grep -qE '^order .*learned=yes' "$MNT/.tierfs/stats" && ok "the access order was learned" ||
 	fail "the access order was not learned after the init and 4 identical steps"
-check "pattern changed (2 ranks, other sub-groups): content verified" \
+# (In the lockstep order: the other runs take DeepSpeed's, the default.)
+check "pattern changed (2 ranks, other sub-groups, lockstep): content verified" \
 	"$REPLAY" --dir "$MNT" --state-size 128M --subgroup-size 3M --ranks 2 --steps 3 --verify \
-	--trace "$T/trace"
+	--pipeline lockstep --trace "$T/trace"
 # --trace: per rank and step, each of the 2 sub-groups read (R), written
 # (W) and updated (A) once, and no line ends before it starts.
 trace_ok() {
