@@ -457,9 +457,9 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size);
  * every block in RAM is needed before NEED_AT (so also before any later
  * time, until the lock is dropped), -errno. */
 int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at);
-/* I/O the persistent tiers keep in flight together in one direction (their
- * queue depths; reads and writes each have as many): the write-backs the
- * flusher keeps going, the prefetches the prefetcher may start. */
+/* I/O the persistent tiers keep in flight together (their queue depths):
+ * the write-backs the flusher keeps going, the prefetches the prefetcher
+ * may start. */
 unsigned fs_persistent_queue(const struct fs *fs);
 
 /* ctl.c — the read-only .tierfs view */

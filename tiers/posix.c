@@ -7,7 +7,7 @@
  *
  * I/O goes through one io_uring per tier with O_DIRECT when the file system
  * allows it. Every request goes through the tier's scheduler (sched.h):
- * in-flight reads and writes are each bounded by queue_depth, waiting requests are served by
+ * in-flight I/O is bounded by queue_depth, waiting requests are served by
  * priority (demand > reclaim > prefetch > write-back, with aging), and an
  * optional max_bandwidth cap paces dispatch. tier_submit never blocks on the
  * device or the cap: a request that cannot start waits in the scheduler and
@@ -611,7 +611,7 @@ static int issue(struct posix_tier *pt, struct tier_io *io)
 	uint64_t off = (io->slot % pt->slots_per_slab) * bs + done;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&pt->ring);
 	if (!sqe) {
-		/* Cannot happen: in-flight <= 2 * queue_depth < ring entries. */
+		/* Cannot happen: in-flight <= queue_depth < ring entries. */
 		tier_log(pt->t, "slot %" PRIu64 ": submission ring full", io->slot);
 		return -EBUSY;
 	}
@@ -679,7 +679,7 @@ static struct tier_io *dispatch(struct posix_tier *pt)
 		}
 		int rc = issue(pt, io);
 		if (rc) {
-			sched_done(&pt->sched, io);
+			sched_done(&pt->sched);
 			io->result = rc;
 			io->next = failed;
 			failed = io;
@@ -727,7 +727,7 @@ static int posix_submit(struct tier *t, struct tier_io *io)
 static void finish(struct posix_tier *pt, struct tier_io *io, int err)
 {
 	pthread_mutex_lock(&pt->sq_lock);
-	sched_done(&pt->sched, io);
+	sched_done(&pt->sched);
 	struct tier_io *failed = dispatch(pt);
 	pthread_mutex_unlock(&pt->sq_lock);
 	tier_io_complete(io, err);
@@ -984,9 +984,8 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 		tier_log(t, "invalid scheduler parameters (queue depth %u)", t->queue_depth);
 		goto fail;
 	}
-	/* Room for queue_depth reads and as many writes, the cap's timer, its
-	 * update and the stop NOP. */
-	unsigned entries = 4 * t->queue_depth;
+	/* Room for queue_depth I/Os, the cap's timer, its update and the stop NOP. */
+	unsigned entries = 2 * t->queue_depth;
 	if (entries < 8)
 		entries = 8;
 	rc = io_uring_queue_init(entries, &pt->ring, 0);

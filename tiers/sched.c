@@ -1,5 +1,5 @@
 /*
- * tiers/sched.c — per-tier I/O scheduler: priority FIFOs, in-flight bounded per direction,
+ * tiers/sched.c — per-tier I/O scheduler: priority FIFOs, bounded in-flight,
  * anti-starvation aging and GCRA bandwidth caps, one per direction. See
  * sched.h for the rules and for why they exist. Not thread-safe: the
  * backend lock guards it all.
@@ -63,14 +63,11 @@ static uint64_t cap_wait(const struct sched *s, unsigned d, uint64_t now_ns)
 	return tat > now_ns + s->burst_ns[d] ? tat - now_ns - s->burst_ns[d] : 0;
 }
 
-/* Whether class C's head may go now: queued, and its direction has room
- * in flight and in its bucket. */
+/* Whether class C's head may go now: queued, and its direction's bucket
+ * has room. */
 static bool ready(const struct sched *s, int c, uint64_t now_ns)
 {
-	if (!s->head[c])
-		return false;
-	unsigned d = tier_io_dir(s->head[c]);
-	return s->inflight[d] < s->limit && cap_wait(s, d, now_ns) == 0;
+	return s->head[c] && cap_wait(s, tier_io_dir(s->head[c]), now_ns) == 0;
 }
 
 /* The class to serve among those ready: an aged one if any rule says so,
@@ -128,16 +125,16 @@ struct tier_io *sched_pop(struct sched *s, uint64_t now_ns, uint64_t *wait_ns)
 {
 	if (wait_ns)
 		*wait_ns = 0;
+	if (s->inflight >= s->limit)
+		return NULL;
 	bool aged;
 	int c = pick_class(s, now_ns, &aged);
 	if (c < 0) {
-		/* Nothing queued, or every head waits for its bucket or its
-		 * direction's place in flight: the first bucket to fill
-		 * decides the wait (a completion, sched_done, ends the
-		 * other). */
+		/* Nothing queued, or every head waits for its bucket: the
+		 * first of those to fill decides the wait. */
 		uint64_t wait = 0;
 		for (int k = 0; k < SCHED_NPRIO; k++) {
-			if (!s->head[k] || s->inflight[tier_io_dir(s->head[k])] >= s->limit)
+			if (!s->head[k])
 				continue;
 			uint64_t w = cap_wait(s, tier_io_dir(s->head[k]), now_ns);
 			if (w && (!wait || w < wait))
@@ -169,23 +166,22 @@ struct tier_io *sched_pop(struct sched *s, uint64_t now_ns, uint64_t *wait_ns)
 	io->next = NULL;
 	s->queued[c]--;
 	s->skipped[c] = 0;
-	s->inflight[d]++;
+	s->inflight++;
 	s->st.dispatched[c]++;
 	if (aged)
 		s->st.aged++;
 	return io;
 }
 
-void sched_done(struct sched *s, const struct tier_io *io)
+void sched_done(struct sched *s)
 {
-	unsigned d = tier_io_dir(io);
-	if (s->inflight[d] > 0)
-		s->inflight[d]--;
+	if (s->inflight > 0)
+		s->inflight--;
 }
 
 unsigned sched_inflight(const struct sched *s)
 {
-	return s->inflight[0] + s->inflight[1];
+	return s->inflight;
 }
 
 size_t sched_queued(const struct sched *s)

@@ -7,10 +7,7 @@
  * performs best with a bounded number of requests in flight.
  *
  * What: one FIFO per enum tier_prio (linked through tier_io->next, so no
- * allocation), in-flight reads and in-flight writes each bounded (a device
- * serves them side by side, as DeepSpeed's separate read and write handles
- * use it: one bound for both let a step's demand reads hold the slots its
- * write-back needed to free RAM for them), strict priority
+ * allocation), a bounded in-flight count, strict priority
  * demand > reclaim > prefetch > writeback, plus two anti-starvation rules:
  *   - dispatch aging: a non-empty class that has been passed over by
  *     `starve_after` dispatches is served next (the most passed-over first),
@@ -42,7 +39,7 @@
 #define SCHED_NPRIO 4 /* TIER_PRIO_DEMAND .. TIER_PRIO_WRITEBACK */
 
 struct sched_params {
-	unsigned limit;		   /* max reads in flight, and max writes, >= 1 */
+	unsigned limit;		   /* max I/Os in flight, >= 1 */
 	unsigned starve_after;	   /* dispatches a waiting class may be passed over;
 				      0 = default 8 */
 	uint64_t max_wait_ns;	   /* time aging on io->submit_ns; 0 = off */
@@ -63,8 +60,7 @@ struct sched {
 	struct tier_io *head[SCHED_NPRIO], *tail[SCHED_NPRIO];
 	size_t queued[SCHED_NPRIO];
 	uint64_t skipped[SCHED_NPRIO]; /* dispatches that passed this class while non-empty */
-	unsigned inflight[2];	       /* per enum tier_op */
-	unsigned limit, starve_after;
+	unsigned inflight, limit, starve_after;
 	uint64_t max_wait_ns;
 	/* One bucket per enum tier_op. */
 	uint64_t cost_ns[2];  /* ns of budget one I/O consumes (0 = no cap) */
@@ -80,20 +76,19 @@ int sched_init(struct sched *s, const struct sched_params *p);
  * Uses io->next; reads io->submit_ns only when max_wait_ns is set. */
 void sched_push(struct sched *s, struct tier_io *io);
 
-/* The next I/O to submit, or NULL. NULL when nothing is queued, when every
- * queued head's direction has `limit` I/Os in flight (call again after
- * sched_done), or when every queued head waits for its direction's cap or
- * in-flight bound: for a cap, *wait_ns (if non-NULL)
+/* The next I/O to submit, or NULL. NULL when nothing is queued, when
+ * `limit` I/Os are in flight (call again after sched_done), or when every
+ * queued head waits for its direction's cap: then *wait_ns (if non-NULL)
  * gets the ns until the first of them may go (0 in the other NULL cases). now_ns: a monotonic clock
  * (CLOCK_MONOTONIC ns), only used for time aging and the cap. A returned I/O counts as in flight
  * until sched_done. */
 struct tier_io *sched_pop(struct sched *s, uint64_t now_ns, uint64_t *wait_ns);
 
-/* IO, which sched_pop returned, completed. */
-void sched_done(struct sched *s, const struct tier_io *io);
+/* One dispatched I/O completed. */
+void sched_done(struct sched *s);
 
-unsigned sched_inflight(const struct sched *s); /* both directions */
-size_t sched_queued(const struct sched *s);	/* all classes */
+unsigned sched_inflight(const struct sched *s);
+size_t sched_queued(const struct sched *s); /* all classes */
 void sched_get_stats(const struct sched *s, struct sched_stats *out);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_sched.c — the per-tier scheduler: priority order, FIFO
- * within a class, the in-flight bound per direction, no starvation of write-back under a
+ * within a class, the in-flight bound, no starvation of write-back under a
  * continuous demand load, and the bandwidth caps' pacing, one per direction.
  */
 #include <errno.h>
@@ -79,8 +79,6 @@ static void test_inflight_bound(void **state)
 	assert_non_null(io);
 	assert_non_null(seen);
 	srand(7);
-	struct tier_io **out = calloc(LIMIT, sizeof(*out)); /* in flight, all reads */
-	assert_non_null(out);
 	int pushed = 0, popped = 0, outstanding = 0, max_out = 0;
 	while (popped < N) {
 		int r = rand() % 3;
@@ -94,8 +92,7 @@ static void test_inflight_bound(void **state)
 				assert_false(seen[g->slot]);
 				seen[g->slot] = 1;
 				popped++;
-				assert_true(outstanding < LIMIT);
-				out[outstanding++] = g;
+				outstanding++;
 				if (outstanding > max_out)
 					max_out = outstanding;
 			} else {
@@ -103,52 +100,15 @@ static void test_inflight_bound(void **state)
 				assert_true(sched_queued(&s) == 0 || outstanding == LIMIT);
 			}
 		} else if (outstanding > 0) {
-			sched_done(&s, out[--outstanding]);
+			sched_done(&s);
+			outstanding--;
 		}
 		assert_int_equal(sched_inflight(&s), (unsigned)outstanding);
 		assert_true(outstanding <= LIMIT);
 	}
 	assert_int_equal(max_out, LIMIT);
-	free(out);
 	free(io);
 	free(seen);
-}
-
-/* Reads and writes each have LIMIT places in flight: demand reads queued
- * ahead of write-backs do not keep them out once the reads' places are
- * taken, and a completion frees a place in its own direction only. */
-static void test_inflight_per_direction(void **state)
-{
-	(void)state;
-	enum { LIMIT = 2, N = 5 };
-	struct sched s;
-	struct sched_params p = {.limit = LIMIT};
-	assert_int_equal(sched_init(&s, &p), 0);
-	struct tier_io rd[N], wr[N];
-	for (int i = 0; i < N; i++) {
-		init_io(&rd[i], TIER_PRIO_DEMAND, (uint64_t)i);
-		sched_push(&s, &rd[i]);
-		init_io(&wr[i], TIER_PRIO_WRITEBACK, (uint64_t)(100 + i));
-		wr[i].op = TIER_OP_WRITE;
-		sched_push(&s, &wr[i]);
-	}
-	/* Priority first: the two reads, then (reads full) the two writes. */
-	assert_ptr_equal(sched_pop(&s, 0, NULL), &rd[0]);
-	assert_ptr_equal(sched_pop(&s, 0, NULL), &rd[1]);
-	assert_ptr_equal(sched_pop(&s, 0, NULL), &wr[0]);
-	assert_ptr_equal(sched_pop(&s, 0, NULL), &wr[1]);
-	uint64_t wait = 1;
-	assert_null(sched_pop(&s, 0, &wait));
-	assert_int_equal(wait, 0); /* no cap: a completion, not a timer, ends it */
-	assert_int_equal(sched_inflight(&s), 2 * LIMIT);
-	/* A write done: the next write goes, though reads come first in
-	 * priority, their places being full. */
-	sched_done(&s, &wr[0]);
-	assert_ptr_equal(sched_pop(&s, 0, NULL), &wr[2]);
-	assert_null(sched_pop(&s, 0, NULL));
-	sched_done(&s, &rd[0]);
-	assert_ptr_equal(sched_pop(&s, 0, NULL), &rd[2]);
-	assert_null(sched_pop(&s, 0, NULL));
 }
 
 /* Demand I/Os keep arriving faster than they are served; every write-back
@@ -189,7 +149,7 @@ static void test_no_starvation(void **state)
 				max_gap = dispatch - last_wb;
 			last_wb = dispatch;
 		}
-		sched_done(&s, g);
+		sched_done(&s);
 	}
 	/* Head of write-back served at least every K + (classes - 1) + 1. */
 	assert_true(max_gap <= K + SCHED_NPRIO);
@@ -241,7 +201,7 @@ static void test_time_aging_oldest_first(void **state)
 		sched_push(&s, &w[i]);
 	}
 	assert_ptr_equal(sched_pop(&s, 1000000, NULL), &d);
-	sched_done(&s, &d);
+	sched_done(&s);
 	assert_ptr_equal(sched_pop(&s, 1000001, NULL), &w[0]);
 }
 
@@ -382,7 +342,7 @@ static void test_throttled_class_not_aged(void **state)
 				reads++;
 				demand += g->prio == TIER_PRIO_DEMAND;
 			}
-			sched_done(&s, g);
+			sched_done(&s);
 		}
 		now += 1000000;
 	}
@@ -396,7 +356,6 @@ int main(void)
 	    cmocka_unit_test(test_init_rejects),
 	    cmocka_unit_test(test_priorities_and_fifo),
 	    cmocka_unit_test(test_inflight_bound),
-	    cmocka_unit_test(test_inflight_per_direction),
 	    cmocka_unit_test(test_no_starvation),
 	    cmocka_unit_test(test_time_aging),
 	    cmocka_unit_test(test_time_aging_oldest_first),
