@@ -210,6 +210,40 @@ def phase_s(r, w, rbw, wbw, mbw):
     return max(t, r / rbw, w / wbw)
 
 
+def cut_blocks(cur, moves, k):
+    """CUR (entries [read blocks, read bytes, write blocks, write bytes]) with
+    K blocks off each (entry, side) of MOVES, as a new list."""
+    new = [list(p) for p in cur]
+    for i, side in moves:
+        blk, byt = new[i][2 * side], new[i][2 * side + 1]
+        new[i][2 * side + 1] = byt - byt * k // blk if blk else 0
+        new[i][2 * side] = blk - k
+    return new
+
+
+def spend_credit(start, options, credit, chunk, total, per_block):
+    """Spend CREDIT blocks of RAM on START greedily, CHUNK at a time, where
+    TOTAL (the seconds of a list of entries) gains the most per block of RAM
+    (PER_BLOCK) or per step. OPTIONS: (moves, RAM blocks per block taken
+    off). Returns the seconds and the credit left."""
+    cur, left, now = [list(p) for p in start], credit, total(start)
+    while left > 0:
+        best, score = None, 0.0
+        for mv, cost in options:
+            k = min(chunk, left // cost)
+            if k < 1 or any(cur[i][2 * side] < k for i, side in mv):
+                continue
+            new = cut_blocks(cur, mv, k)
+            tn = total(new)
+            sc = (now - tn) / (k * cost) if per_block else now - tn
+            if sc > score * (1 + 1e-9):
+                best, score, used, bt = new, sc, k * cost, tn
+        if best is None:
+            break
+        cur, now, left = best, bt, left - used
+    return now, left
+
+
 def pipeline_model(rj, ram, bs, rbw, wbw, mbw):
     """A good schedule's time for the pipelined update phase (see above).
 
@@ -242,17 +276,6 @@ def pipeline_model(rj, ram, bs, rbw, wbw, mbw):
     wph = [i + 2 for i in range(n - 1)] + [n + 1]
     t = lambda p: phase_s(p[1], p[3], rbw, wbw, mbw)
 
-    def cut(cur, moves, k):
-        """The phases of CUR that MOVES touch, K blocks off each (phase,
-        side) in it, as {index: phase}; CUR itself is left as it is."""
-        out = {}
-        for i, side in moves:
-            p = out.setdefault(i, list(cur[i]))
-            blk, byt = p[2 * side], p[2 * side + 1]
-            p[2 * side + 1] = byt - byt * k // blk if blk else 0
-            p[2 * side] = blk - k
-        return out
-
     # Spend the RAM credit greedily, a chunk at a time, where it saves the
     # most time per block: keeping blocks of sub-group j takes them off both
     # its read and its write phase; reading ahead or writing behind, off one
@@ -267,32 +290,10 @@ def pipeline_model(rj, ram, bs, rbw, wbw, mbw):
             run = run + [(rph[m], 0), (wph[m], 1)]
             options.append((run, len(run) // 2))
     chunk = max(1, credit // 256)
-
-    def spend(per_block):
-        """Greedy on the time saved per block of RAM, or per step: the
-        model's seconds, and the credit left."""
-        cur = [list(p) for p in ph]
-        left = credit
-        while left > 0:
-            best, score = None, 0.0
-            for mv, cost in options:
-                k = min(chunk, left // cost)
-                if k < 1 or any(cur[i][2 * side] < k for i, side in mv):
-                    continue
-                new = cut(cur, mv, k)
-                saved = sum(t(cur[i]) - t(p) for i, p in new.items())
-                sc = saved / (k * cost) if per_block else saved
-                if sc > score * (1 + 1e-9):
-                    best, score, used = new, sc, k * cost
-            if best is None:
-                break
-            for i, p in best.items():
-                cur[i] = p
-            left -= used
-        return sum(t(p) for p in cur), left
+    total = lambda cur: sum(t(p) for p in cur)
 
     # Neither greedy is always the better: the model is the better of the two.
-    io, left = min(spend(True), spend(False))
+    io, left = min(spend_credit(ph, options, credit, chunk, total, pb) for pb in (True, False))
     return {"schedule": "lockstep", "credit_blocks": credit, "credit_unused_blocks": left,
             "phases": len(ph), "pipeline_io_s": io}
 
@@ -375,31 +376,7 @@ def deepspeed_model(rj, ram, bs, rbw, wbw, mbw, cpu_s):
                 run = run + [(m, 0), (m, 1)]
                 options.append((run, len(run) // 2))
     chunk = max(1, credit // 128)
-
-    def spend(per_block):
-        cur = [list(p) for p in sg]
-        left, now = credit, total(cur)
-        while left > 0:
-            best, score = None, 0.0
-            for mv, cost in options:
-                k = min(chunk, left // cost)
-                if k < 1 or any(cur[i][2 * side] < k for i, side in mv):
-                    continue
-                new = [list(p) for p in cur]
-                for i, side in mv:
-                    blk, byt = new[i][2 * side], new[i][2 * side + 1]
-                    new[i][2 * side + 1] = byt - byt * k // blk if blk else 0
-                    new[i][2 * side] = blk - k
-                tn = total(new)
-                sc = (now - tn) / (k * cost) if per_block else now - tn
-                if sc > score * (1 + 1e-9):
-                    best, score, used, bt = new, sc, k * cost, tn
-            if best is None:
-                break
-            cur, now, left = best, bt, left - used
-        return now, left
-
-    io, left = min(spend(True), spend(False))
+    io, left = min(spend_credit(sg, options, credit, chunk, total, pb) for pb in (True, False))
     return {"schedule": "deepspeed", "credit_blocks": credit, "credit_unused_blocks": left,
             "phases": n, "pipeline_io_s": io}
 
