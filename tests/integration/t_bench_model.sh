@@ -94,16 +94,22 @@ check("mixed bandwidth: the iterations take (read + write) / mixed",
 # A budget below the gradients: the rule cannot pin them, no model.
 check("no model when the gradients do not fit", model(GRAD - 1) is None)
 
-# More RAM never makes it slower, and it never undercuts the floor.
-prev, ok, worst = None, True, ""
-for extra in range(0, 8 * 12 + 1, 4):
-    t = model(GRAD + extra)["pipeline_io_s"]
-    f = br.belady(rj, (GRAD + extra) * MIB, MIB, pin_grads=True)
-    floor = max(f["disk_read_bytes"] / RBW, f["disk_write_bytes"] / WBW)
-    if (prev is not None and t > prev + 1e-9) or t < floor - 1e-9:
-        ok, worst = False, "extra %d: model %.4f prev %s floor %.4f" % (extra, t, prev, floor)
-    prev = t
-check("more RAM never slower, never below the floor", ok, worst)
+def monotone_above_floor(name, seconds, rbw, wbw, step):
+    """More RAM never makes SECONDS(extra blocks) slower, and it never
+    undercuts the floor."""
+    prev, ok, worst = None, True, ""
+    for extra in range(0, 8 * 12 + 1, step):
+        t = seconds(extra)
+        f = br.belady(rj, (GRAD + extra) * MIB, MIB, pin_grads=True)
+        floor = max(f["disk_read_bytes"] / rbw, f["disk_write_bytes"] / wbw)
+        if (prev is not None and t > prev + 1e-9) or t < floor - 1e-9:
+            ok, worst = False, "extra %d: model %.4f prev %s floor %.4f" % (extra, t, prev, floor)
+        prev = t
+    check(name, ok, worst)
+
+
+monotone_above_floor("more RAM never slower, never below the floor",
+                     lambda extra: model(GRAD + extra)["pipeline_io_s"], RBW, WBW, 4)
 
 # DeepSpeed's own order (tierfs-replay --pipeline on): the read of i+1
 # starts once i is in, the write of i once i-1 is written. Independent
@@ -137,16 +143,10 @@ ds = dict(rj, schedule="deepspeed")
 check("the DeepSpeed-order model only for such runs",
       br.deepspeed_model(rj, (GRAD + 12) * MIB, MIB, RBW, WBW, 0.0, 0.0) is None and
       br.pipeline_model(ds, (GRAD + 12) * MIB, MIB, RBW, WBW, 0.0) is None)
-prev, ok, worst = None, True, ""
-for extra in range(0, 8 * 12 + 1, 8):
-    m = br.deepspeed_model(ds, (GRAD + extra) * MIB, MIB, BW, BW, FREE, 0.0)
-    t = m["pipeline_io_s"]
-    f = br.belady(rj, (GRAD + extra) * MIB, MIB, pin_grads=True)
-    floor = max(f["disk_read_bytes"] / BW, f["disk_write_bytes"] / BW)
-    if (prev is not None and t > prev + 1e-9) or t < floor - 1e-9:
-        ok, worst = False, "extra %d: model %.4f prev %s floor %.4f" % (extra, t, prev, floor)
-    prev = t
-check("DeepSpeed-order model: more RAM never slower, never below the floor", ok, worst)
+monotone_above_floor(
+    "DeepSpeed-order model: more RAM never slower, never below the floor",
+    lambda extra: br.deepspeed_model(ds, (GRAD + extra) * MIB, MIB, BW, BW, FREE,
+                                     0.0)["pipeline_io_s"], BW, BW, 8)
 
 print("1..%d" % n)
 sys.exit(1 if failed else 0)
