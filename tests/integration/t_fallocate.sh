@@ -5,11 +5,12 @@
 # where its slots held a deleted file's bytes. PUNCH_HOLE frees the whole
 # blocks of its range and zeros the rest; ZERO_RANGE zeros and sets aside.
 # A range that does not fit gets ENOSPC and keeps nothing it took on the way.
+# A pin moves what is set aside with the file (to RAM: gives it back).
 # Mount: RAM 64 MiB, one 128 MiB posix tier, 1 MiB blocks.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
-require_cmd fallocate stat df cmp dd
+require_cmd fallocate stat df cmp dd getfattr setfattr
 
 default_conf | sed 's/^capacity = 256M/capacity = 64M/; s/^capacity = 2G/capacity = 128M/' >"$T/c.conf"
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
@@ -169,5 +170,27 @@ check "... and the slots taken on the way come back" wait_for avail_is "$a0"
 check "fallocate of 16 MiB fits" fallocate -l 16M "$MNT/fits"
 check "... and 16 MiB of writes into it too" \
 	dd if="$T/data" of="$MNT/fits" bs=1M count=16 conv=notrunc,fsync status=none
+
+# A pin moves what is set aside with the file: to nvme1, each unwritten
+# block takes a slot there and gives back its old one; to RAM, which has
+# no durable slots, the space goes back.
+placement() { getfattr --only-values -n user.tierfs.placement "$1" 2>/dev/null; }
+rm -f "$MNT/big" "$MNT/fits"
+check "fallocate -l 8M, 3 MiB of it written" sh -c "fallocate -l 8M '$MNT/pin' &&
+	dd if='$T/data' of='$MNT/pin' bs=1M count=3 conv=notrunc,fsync status=none"
+check "... on nvme0 ($(placement "$MNT/pin"))" test "$(placement "$MNT/pin")" = "nvme0=$((8 * M))"
+check "pinned to nvme1" setfattr -n user.tierfs.pin -v nvme1 "$MNT/pin"
+check "... all of it on nvme1 now ($(placement "$MNT/pin"))" \
+	test "$(placement "$MNT/pin")" = "nvme1=$((8 * M))"
+check "... st_blocks still 8 MiB" test "$(blocks "$MNT/pin")" = $((8 * M))
+check "... the written part reads back, the rest as zeros" \
+	sh -c "cmp -n $((3 * M)) '$T/data' '$MNT/pin' && cmp -s -n $((5 * M)) -i $((3 * M)):0 '$MNT/pin' /dev/zero"
+check "... and after a remount, still on nvme1" remount "$T/split.conf"
+check "... ($(placement "$MNT/pin"))" test "$(placement "$MNT/pin")" = "nvme1=$((8 * M))"
+check "pinned to RAM" setfattr -n user.tierfs.pin -v ram "$MNT/pin"
+check "... the 5 MiB set aside go back: st_blocks 3 MiB ($(blocks "$MNT/pin"))" \
+	test "$(blocks "$MNT/pin")" = $((3 * M))
+check "... the bytes are the same" \
+	sh -c "cmp -n $((3 * M)) '$T/data' '$MNT/pin' && cmp -s -n $((5 * M)) -i $((3 * M)):0 '$MNT/pin' /dev/zero"
 check "unmount" umount_fs
 tap_exit
