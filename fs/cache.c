@@ -1873,6 +1873,41 @@ int cache_fallocate(struct fs *fs, struct inode *in, int mode, uint64_t off, uin
 	return rc;
 }
 
+/* Whether block B holds bytes a reader could tell from zeros: written, or
+ * in RAM. A hole and a slot set aside but unwritten are holes, as ext4
+ * reports its unwritten extents. */
+static bool seek_data_at(const struct blk *b)
+{
+	return b && fs_blk_used(b) && (b->ce || !fs_blk_unwritten(b));
+}
+
+int cache_seek(struct fs *fs, struct inode *in, uint64_t off, int whence, uint64_t *out)
+{
+	uint64_t size = in->attr.size;
+	if (off >= size)
+		return -ENXIO;
+	int rc = fs_inode_load_map(fs, in);
+	if (rc)
+		return rc;
+	uint64_t last = (size - 1) / fs->bs;
+	if (whence == SEEK_DATA) {
+		for (uint64_t i = fs_blk_next(in, off / fs->bs); i <= last && i < in->nblocks;
+		     i = fs_blk_next(in, i + 1))
+			if (seek_data_at(fs_blk(in, i))) {
+				*out = i * fs->bs > off ? i * fs->bs : off;
+				return 0;
+			}
+		return -ENXIO;
+	}
+	for (uint64_t i = off / fs->bs; i <= last; i++)
+		if (!seek_data_at(fs_blk(in, i))) {
+			*out = i * fs->bs > off ? i * fs->bs : off;
+			return 0;
+		}
+	*out = size; /* the hole every file ends with */
+	return 0;
+}
+
 /* The tier a block is on as users see it: its home. RAM for blocks kept
  * there (pinned) or that have no durable slot; -1 for a hole. Lock held. */
 int fs_block_tier(struct fs *fs, const struct blk *b)

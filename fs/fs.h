@@ -378,6 +378,10 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size);
  * get ENOSPC; a punch frees the blocks it covers whole, and both it and a
  * zero range zero the rest. Lock held. */
 int cache_fallocate(struct fs *fs, struct inode *in, int mode, uint64_t off, uint64_t len);
+/* lseek(2) SEEK_DATA or SEEK_HOLE (WHENCE) from OFF, at block granularity:
+ * *OUT the offset found; -ENXIO at or past EOF, or no data after OFF.
+ * Lock held. */
+int cache_seek(struct fs *fs, struct inode *in, uint64_t off, int whence, uint64_t *out);
 int cache_flush_inode(struct fs *fs, struct inode *in, bool durable); /* no lock held */
 int cache_flush_all(struct fs *fs);				      /* no lock held */
 int cache_forget_inode(struct fs *fs, struct inode *in); /* lock held: drop all blocks */

@@ -1156,6 +1156,37 @@ static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 	fuse_reply_err(req, -rc);
 }
 
+/* SEEK_DATA and SEEK_HOLE, so that cp, tar and rsync skip holes (punched,
+ * never written, or set aside and unwritten). The kernel answers SEEK_SET,
+ * SEEK_CUR and SEEK_END itself. */
+static void tfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct fs *fs = g_fs;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (off < 0) {
+		fuse_reply_err(req, ENXIO);
+		return;
+	}
+	struct inode *in = ctl_ino(ino) ? NULL : get_open_inode(ino);
+	if (!in) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	uint64_t to = 0;
+	pthread_mutex_lock(&fs->lock);
+	int rc = cache_seek(fs, in, (uint64_t)off, whence, &to);
+	pthread_mutex_unlock(&fs->lock);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_lseek(req, (off_t)to);
+}
+
 static void tfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
 {
@@ -1205,6 +1236,7 @@ const struct fuse_lowlevel_ops tierfs_ops = {
     .fsyncdir = tfs_fsyncdir,
     .statfs = tfs_statfs,
     .fallocate = tfs_fallocate,
+    .lseek = tfs_lseek,
     .setxattr = tfs_setxattr,
     .getxattr = tfs_getxattr,
     .listxattr = tfs_listxattr,

@@ -425,6 +425,37 @@ def c_punch_zero(d):
     return " ".join(obs)
 
 
+def c_seek_holes(d):
+    # SEEK_DATA and SEEK_HOLE over holes never written, punched, and set
+    # aside but unwritten (both report those as holes), laid out on MiB
+    # boundaries so that ext4's 4 KiB blocks and tierfs's 1 MiB ones agree.
+    def seek(fd, off, whence):
+        try:
+            return str(os.lseek(fd, off, whence))
+        except OSError as e:
+            return errno.errorcode.get(e.errno, str(e.errno))
+    out = []
+    p = d + "/sparse"
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(fd, b"a" * MiB, 0)
+    os.pwrite(fd, b"b" * MiB, 3 * MiB)
+    os.ftruncate(fd, 6 * MiB)
+    p2 = d + "/punched"
+    fd2 = os.open(p2, os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(fd2, b"c" * 3 * MiB, 0)
+    fallocate(fd2, 0x01 | 0x02, MiB, MiB)
+    p3 = d + "/unwritten"
+    fd3 = os.open(p3, os.O_RDWR | os.O_CREAT, 0o644)
+    os.posix_fallocate(fd3, 0, 3 * MiB)
+    os.pwrite(fd3, b"d" * MiB, MiB)
+    os.fsync(fd3)
+    for f in (fd, fd2, fd3):
+        for off in (0, MiB // 2, MiB, 2 * MiB + 5, 3 * MiB, 4 * MiB, 5 * MiB, 6 * MiB):
+            out.append("%s/%s" % (seek(f, off, os.SEEK_DATA), seek(f, off, os.SEEK_HOLE)))
+        os.close(f)
+    return " ".join(out)
+
+
 def c_xattr(d):
     p = d + "/f"
     wfile(p, b"x")

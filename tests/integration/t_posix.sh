@@ -3,7 +3,8 @@
 # (ext4): posix_check.py runs the same checks on both (create/O_EXCL/O_TRUNC/
 # O_APPEND/O_DIRECT, odd-offset pread/pwrite, holes, truncate, unlink of an
 # open file, rename, mkdir/rmdir, 2000-entry readdir, chmod/chown/utimes,
-# symlinks, statfs, fsync, fallocate, user xattrs, st_size under concurrent
+# symlinks, statfs, fsync, fallocate, punched holes, SEEK_DATA/SEEK_HOLE,
+# user xattrs, st_size under concurrent
 # extenders); each must pass on the mount and observe what ext4 observes.
 # Then the same through the usual tools (touch -d, chmod, stat, df,
 # setfattr/getfattr).
