@@ -1579,9 +1579,7 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 	}
 	if (done) {
 		in->unsynced = true;
-		fs_now(&in->attr.mtime_sec, &in->attr.mtime_nsec);
-		in->attr.ctime_sec = in->attr.mtime_sec;
-		in->attr.ctime_nsec = in->attr.mtime_nsec;
+		fs_touch_mc(&in->attr);
 		if (kill_setid)
 			fs_kill_setid(&in->attr);
 		in->attr_dirty = true;
@@ -1745,20 +1743,6 @@ static bool sets_aside(const struct fs *fs, const struct inode *in)
 	return fs->stripe.n || (in->home >= 0 && tier_persistent(fs->tiers[in->home]));
 }
 
-/* Free slots of the persistent tiers. Lock held. */
-static uint64_t durable_free(struct fs *fs)
-{
-	uint64_t n = 0;
-	for (int i = 0; i < fs->conf.ntiers; i++) {
-		uint64_t used, total;
-		if (!tier_persistent(fs->tiers[i]))
-			continue;
-		fs_tier_slots(fs, i, &used, &total);
-		n += total > used ? total - used : 0;
-	}
-	return n;
-}
-
 /* Set aside a durable slot for each block of [FIRST, LAST) that has none,
  * marked unwritten: it reads as zeros, its first write-back goes into it,
  * and the next commit records it (a remount keeps it). A range that does
@@ -1776,7 +1760,10 @@ static int reserve_range(struct fs *fs, struct inode *in, uint64_t first, uint64
 		return 0;
 	/* Slots freed but not yet committed count: assign_durable commits
 	 * to get them back. */
-	if (need > durable_free(fs) + fs->nfreed + __atomic_load_n(&g_nheld, __ATOMIC_ACQUIRE))
+	uint64_t used, total;
+	fs_durable_slots(fs, &used, &total);
+	if (need > (total > used ? total - used : 0) + fs->nfreed +
+		       __atomic_load_n(&g_nheld, __ATOMIC_ACQUIRE))
 		return -ENOSPC;
 	uint64_t *took = malloc(need * sizeof(*took));
 	if (!took)
@@ -1861,9 +1848,7 @@ int cache_fallocate(struct fs *fs, struct inode *in, int mode, uint64_t off, uin
 		if (grow)
 			in->attr.size = end;
 		if (grow || clear) {
-			fs_now(&in->attr.mtime_sec, &in->attr.mtime_nsec);
-			in->attr.ctime_sec = in->attr.mtime_sec;
-			in->attr.ctime_nsec = in->attr.mtime_nsec;
+			fs_touch_mc(&in->attr);
 			in->attr_dirty = true;
 		}
 		in->unsynced = true; /* fsync commits what was set aside */
@@ -3405,6 +3390,21 @@ void fs_tier_slots(struct fs *fs, int i, uint64_t *used, uint64_t *total)
 		/* Landing slots are always in use, by a worker or a block. */
 		u = u > fs->nlanding ? u - fs->nlanding : 0;
 		t -= fs->nlanding;
+	}
+	*used = u;
+	*total = t;
+}
+
+void fs_durable_slots(struct fs *fs, uint64_t *used, uint64_t *total)
+{
+	uint64_t u = 0, t = 0;
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		if (!tier_persistent(fs->tiers[i]))
+			continue;
+		uint64_t a, b;
+		fs_tier_slots(fs, i, &a, &b);
+		u += a;
+		t += b;
 	}
 	*used = u;
 	*total = t;

@@ -338,6 +338,7 @@ int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size); /* no lo
 int fs_tier_of_id(struct fs *fs, uint16_t id);
 int fs_name_in_dir(struct meta_txn *t, uint64_t parent, uint64_t ino, char *name);
 void fs_now(int64_t *sec, uint32_t *nsec);
+void fs_touch_mc(struct meta_inode *a); /* mtime and ctime = now */
 /* What an unprivileged write or truncate does to a regular file's mode, as
  * the kernel's should_remove_suid(): set-user-ID goes, set-group-ID only
  * with group execute (without, it marks mandatory locking). */
@@ -368,6 +369,8 @@ void *cache_slot_ptr(struct fs *fs, uint64_t slot);
 /* Tier I's slots, used and in all, as users see them: the RAM tier's
  * landing slots are not part of its capacity. */
 void fs_tier_slots(struct fs *fs, int i, uint64_t *used, uint64_t *total);
+/* The same summed over the persistent tiers: the space files live in. */
+void fs_durable_slots(struct fs *fs, uint64_t *used, uint64_t *total);
 /* Set the size; a shrink zeros the cut-off tail of the new last block (so
  * that growing the file again shows zeros, as POSIX wants) and drops the
  * blocks beyond. Writes of the file wait meanwhile. Lock held. */

@@ -65,6 +65,13 @@ void fs_now(int64_t *sec, uint32_t *nsec)
 	*nsec = (uint32_t)ts.tv_nsec;
 }
 
+void fs_touch_mc(struct meta_inode *a)
+{
+	fs_now(&a->mtime_sec, &a->mtime_nsec);
+	a->ctime_sec = a->mtime_sec;
+	a->ctime_nsec = a->mtime_nsec;
+}
+
 void fs_kill_setid(struct meta_inode *attr)
 {
 	if (S_ISREG(attr->mode))

@@ -28,13 +28,6 @@
 
 struct fs *g_fs;
 
-static void touch_mc(struct meta_inode *a) /* mtime and ctime = now */
-{
-	fs_now(&a->mtime_sec, &a->mtime_nsec);
-	a->ctime_sec = a->mtime_sec;
-	a->ctime_nsec = a->mtime_nsec;
-}
-
 static void touch_c(struct meta_inode *a)
 {
 	fs_now(&a->ctime_sec, &a->ctime_nsec);
@@ -341,7 +334,7 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		pthread_mutex_lock(&fs->lock);
 		rc = cache_resize(fs, in, nsize);
 		if (!rc) {
-			touch_mc(&in->attr);
+			fs_touch_mc(&in->attr);
 			if (unprivileged(req))
 				fs_kill_setid(&in->attr);
 		}
@@ -476,7 +469,7 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	a.rdev = (uint32_t)rdev;
 	a.pin_tier = -1;
 	a.flags = flags;
-	touch_mc(&a);
+	fs_touch_mc(&a);
 	a.atime_sec = a.mtime_sec;
 	a.atime_nsec = a.mtime_nsec;
 	if (target)
@@ -487,7 +480,7 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		goto end;
 	if (S_ISDIR(mode))
 		pa.nlink++;
-	touch_mc(&pa);
+	fs_touch_mc(&pa);
 	rc = ns_put(&op, &pa);
 end:
 	rc = ns_end(fs, &op, rc);
@@ -566,7 +559,7 @@ static int remove_name(fuse_ino_t parent, const char *name, bool dir, uint64_t *
 	if (a.nlink == 0)
 		a.parent = 0;
 	touch_c(&a);
-	touch_mc(&pa);
+	fs_touch_mc(&pa);
 	if (!(rc = meta_dirent_del(op.t, parent, name)) && !(rc = ns_put(&op, &a)))
 		rc = ns_put(&op, &pa);
 end:
@@ -677,7 +670,7 @@ static void tfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 		goto end;
 	if (S_ISDIR(sa.mode) && parent != newparent)
 		pa.nlink--;
-	touch_mc(&pa);
+	fs_touch_mc(&pa);
 	if ((rc = ns_put(&op, &pa)))
 		goto end;
 	if (parent != newparent) {
@@ -685,7 +678,7 @@ static void tfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 			goto end;
 		if (S_ISDIR(sa.mode))
 			npa.nlink++;
-		touch_mc(&npa);
+		fs_touch_mc(&npa);
 		if ((rc = ns_put(&op, &npa)))
 			goto end;
 	}
@@ -725,7 +718,7 @@ static void tfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 		goto end;
 	a.nlink++;
 	touch_c(&a);
-	touch_mc(&pa);
+	fs_touch_mc(&pa);
 	if (!(rc = meta_dirent_put(op.t, newparent, newname, ino)) && !(rc = ns_put(&op, &a)))
 		rc = ns_put(&op, &pa);
 end:
@@ -766,7 +759,7 @@ static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!rc && (fi->flags & O_TRUNC) && S_ISREG(in->attr.mode)) {
 		rc = in->attr.size ? cache_resize(fs, in, 0) : 0;
 		if (!rc) {
-			touch_mc(&in->attr);
+			fs_touch_mc(&in->attr);
 			in->attr_dirty = true;
 		} else {
 			in->nopen--;
@@ -1082,15 +1075,8 @@ static void tfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fu
  * that no write could have. */
 static void data_space(struct fs *fs, uint64_t *used, uint64_t *total)
 {
-	uint64_t u = 0, t = 0;
-	for (int i = 0; i < fs->conf.ntiers; i++) {
-		if (!tier_persistent(fs->tiers[i]))
-			continue;
-		uint64_t a, b;
-		fs_tier_slots(fs, i, &a, &b);
-		u += a;
-		t += b;
-	}
+	uint64_t u, t;
+	fs_durable_slots(fs, &u, &t);
 	if (!t) {
 		fs_tier_slots(fs, fs->ram, &u, &t);
 		/* The cache's own slots are not space users lose. */
