@@ -22,12 +22,18 @@
  *   powerfs BACKING MOUNTPOINT [-f] [fuse options]
  *   POWERFS_KEEP  percent of unsynced pages that survive the cut (0)
  *   POWERFS_SEED  seed of the choice (1)
+ *   POWERFS_FSYNC_MS  milliseconds each fsync takes before it makes the
+ *                 file durable (0), as a flush to remote storage does;
+ *                 fsyncs of different files wait side by side
+ *   POWERFS_FSYNC_FAIL  a path: while it exists, an fsync of a file returns
+ *                 EIO and makes nothing durable
  *
  * At the cut it prints to stderr a line per file with unsynced writes, and
  * a summary:
  *   powerfs: unsynced: PATH: L pages lost, size S of S'
  *   powerfs: not durable: PATH (made, its directory never fsync'd)
  *   powerfs: power cut: F files, U unsynced pages: L lost, K kept
+ *   powerfs: fsyncs: N, at most M at once
  *
  * Locking: one mutex (`lock`) guards the file table and is held across
  * each write, so a page's pre-image is read before any write to it lands.
@@ -54,6 +60,11 @@
 #define PG 4096u
 
 static unsigned keep_pct;
+static unsigned fsync_ms;
+static const char *fsync_fail;
+/* fsyncs so far, in flight now and at most at once. Atomic. */
+static unsigned long fsyncs;
+static unsigned fsyncs_inflight, fsyncs_max;
 static unsigned long long seed = 1;
 
 /* Pre-image markers that need no copy. */
@@ -374,6 +385,9 @@ static void power_cut(void)
 	}
 	fprintf(stderr, "powerfs: power cut: %zu files, %zu unsynced pages: %zu lost, %zu kept\n",
 		nf, total, lost, kept);
+	fprintf(stderr, "powerfs: fsyncs: %lu, at most %u at once\n",
+		__atomic_load_n(&fsyncs, __ATOMIC_RELAXED),
+		__atomic_load_n(&fsyncs_max, __ATOMIC_RELAXED));
 	while (files) {
 		struct vfile *v = files;
 		files = v->next;
@@ -568,9 +582,22 @@ static int p_write(const char *path, const char *buf, size_t size, off_t off,
 static int p_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
 	(void)path, (void)datasync;
-	pthread_mutex_lock(&lock);
-	int rc = make_durable((int)fi->fh);
-	pthread_mutex_unlock(&lock);
+	__atomic_add_fetch(&fsyncs, 1, __ATOMIC_RELAXED);
+	unsigned now = __atomic_add_fetch(&fsyncs_inflight, 1, __ATOMIC_RELAXED);
+	unsigned max = __atomic_load_n(&fsyncs_max, __ATOMIC_RELAXED);
+	while (now > max && !__atomic_compare_exchange_n(&fsyncs_max, &max, now, false,
+							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	/* Outside the lock: the flushes of two files overlap. */
+	if (fsync_ms)
+		usleep(fsync_ms * 1000u);
+	int rc = -EIO;
+	if (!fsync_fail || access(fsync_fail, F_OK)) {
+		pthread_mutex_lock(&lock);
+		rc = make_durable((int)fi->fh);
+		pthread_mutex_unlock(&lock);
+	}
+	__atomic_sub_fetch(&fsyncs_inflight, 1, __ATOMIC_RELAXED);
 	return rc;
 }
 
@@ -648,6 +675,18 @@ int main(int argc, char **argv)
 	}
 	if (s && !(seed = strtoull(s, NULL, 10)))
 		seed = 1;
+	fsync_fail = getenv("POWERFS_FSYNC_FAIL");
+	const char *fm = getenv("POWERFS_FSYNC_MS");
+	if (fm) {
+		char *end;
+		unsigned long v = strtoul(fm, &end, 10);
+		if (*end || v > 60000) {
+			fprintf(stderr,
+				"powerfs: POWERFS_FSYNC_MS=%s: want milliseconds, 0-60000\n", fm);
+			return 2;
+		}
+		fsync_ms = (unsigned)v;
+	}
 	/* fuse_main wants argv[0] MOUNTPOINT [options]: drop BACKING */
 	argv[1] = argv[0];
 	return fuse_main(argc - 1, argv + 1, &ops, NULL);
