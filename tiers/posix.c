@@ -91,6 +91,15 @@ struct posix_tier {
 	 * every slab each time cost a flush per slab on a tier of hundreds. */
 	bool *written;
 	bool dir_changed;
+	/* posix_sync's own ring, made at its first sync of several slabs:
+	 * their fdatasyncs go out together. One after the other, a commit
+	 * waited for each in turn, and on a parallel file system each is a
+	 * round trip to its storage servers. sync_lock serializes posix_sync
+	 * and guards the three; a ring that could not be made leaves the
+	 * syncs one after the other (sync_ring_failed). */
+	pthread_mutex_t sync_lock;
+	struct io_uring sync_ring;
+	bool sync_ring_ok, sync_ring_failed;
 	pthread_mutex_t slab_lock;
 	/* The slab the ahead thread is asked to make (-1: none), the one it is
 	 * making now outside slab_lock (ensure_slab waits for that one rather
@@ -838,6 +847,9 @@ static void free_pt(struct posix_tier *pt)
 	free(pt->written);
 	if (pt->dirfd >= 0)
 		close(pt->dirfd);
+	if (pt->sync_ring_ok)
+		io_uring_queue_exit(&pt->sync_ring);
+	pthread_mutex_destroy(&pt->sync_lock);
 	pthread_cond_destroy(&pt->slab_cond);
 	pthread_mutex_destroy(&pt->slab_lock);
 	pthread_mutex_destroy(&pt->sq_lock);
@@ -896,6 +908,7 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 	pthread_mutex_init(&pt->slab_lock, NULL);
 	pthread_cond_init(&pt->slab_cond, NULL);
 	pthread_mutex_init(&pt->sq_lock, NULL);
+	pthread_mutex_init(&pt->sync_lock, NULL);
 	int rc;
 	if (strlen(p->path) >= sizeof(pt->dir)) {
 		tier_log(t, "path too long: %s", p->path);
@@ -1083,23 +1096,149 @@ static int files_gone(struct posix_tier *pt)
 	return -EIO;
 }
 
+/* Room in the sync ring: fdatasyncs in flight at once. */
+#define SYNC_RING_ENTRIES 64
+
+/* The result of slab IDX's fdatasync: logged if it failed. Not marked
+ * written again: the kernel reports a failed flush once, and the caller
+ * has this one. */
+static int sync_result(struct posix_tier *pt, uint64_t idx, int res)
+{
+	if (res >= 0)
+		return 0;
+	char path[PATH_MAX + 32];
+	slab_path(pt, idx, path, sizeof(path));
+	tier_log(pt->t, "%s: fdatasync failed: %s", path, strerror(-res));
+	return res;
+}
+
+/* fdatasync of slabs IDX[0..N) one after the other; the first error. */
+static int sync_serial(struct posix_tier *pt, const uint64_t *idx, size_t n)
+{
+	int rc = 0;
+	for (size_t k = 0; k < n; k++) {
+		int fd = __atomic_load_n(&pt->fds[idx[k]], __ATOMIC_ACQUIRE);
+		int r = sync_result(pt, idx[k], fdatasync(fd) ? -errno : 0);
+		if (!rc)
+			rc = r;
+	}
+	return rc;
+}
+
+/* fdatasync of slabs IDX[0..N) at once, through the sync ring; the first
+ * error. A ring that fails part way leaves the rest to sync_serial: a slab
+ * synced twice costs a flush, one not synced would lose its writes.
+ * sync_lock held. */
+static int sync_parallel(struct posix_tier *pt, const uint64_t *idx, size_t n)
+{
+	if (!pt->sync_ring_ok && !pt->sync_ring_failed) {
+		int e = io_uring_queue_init(SYNC_RING_ENTRIES, &pt->sync_ring, 0);
+		if (e) {
+			tier_log(pt->t,
+				 "io_uring_queue_init(%u) for syncs failed: %s; syncing "
+				 "slabs one at a time",
+				 SYNC_RING_ENTRIES, strerror(-e));
+			pt->sync_ring_failed = true;
+		} else {
+			pt->sync_ring_ok = true;
+			/* io_uring runs an fsync on its bounded workers, by
+			 * default 4 per CPU: room for a whole ring of them,
+			 * where the kernel allows it (5.15 on). */
+			unsigned max[2] = {SYNC_RING_ENTRIES, 0};
+			(void)io_uring_register_iowq_max_workers(&pt->sync_ring, max);
+		}
+	}
+	if (!pt->sync_ring_ok)
+		return sync_serial(pt, idx, n);
+	bool *done = calloc(n, sizeof(*done));
+	if (!done)
+		return sync_serial(pt, idx, n);
+	int rc = 0;
+	size_t next = 0, inflight = 0, ndone = 0;
+	const char *failed = NULL;
+	int ferr = 0;
+	while (ndone < n && !failed) {
+		while (next < n && inflight < SYNC_RING_ENTRIES) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&pt->sync_ring);
+			if (!sqe)
+				break;
+			io_uring_prep_fsync(sqe,
+					    __atomic_load_n(&pt->fds[idx[next]], __ATOMIC_ACQUIRE),
+					    IORING_FSYNC_DATASYNC);
+			io_uring_sqe_set_data64(sqe, next);
+			next++;
+			inflight++;
+		}
+		int e = io_uring_submit_and_wait(&pt->sync_ring, 1);
+		if (e < 0 && e != -EINTR) {
+			failed = "io_uring_submit_and_wait";
+			ferr = e;
+			break;
+		}
+		struct io_uring_cqe *cqe;
+		unsigned head, seen = 0;
+		io_uring_for_each_cqe(&pt->sync_ring, head, cqe)
+		{
+			uint64_t k = io_uring_cqe_get_data64(cqe);
+			seen++;
+			if (k >= n || done[k])
+				continue;
+			done[k] = true;
+			ndone++;
+			inflight--;
+			int r = sync_result(pt, idx[k], cqe->res);
+			if (!rc)
+				rc = r;
+		}
+		io_uring_cq_advance(&pt->sync_ring, seen);
+	}
+	if (failed) {
+		/* SQEs may sit in the ring unsubmitted, or in flight: this ring
+		 * is not used again, and what it did not report is synced
+		 * here. */
+		tier_log(pt->t, "%s on the sync ring failed: %s; syncing slabs one at a time",
+			 failed, strerror(-ferr));
+		io_uring_queue_exit(&pt->sync_ring);
+		pt->sync_ring_ok = false;
+		pt->sync_ring_failed = true;
+		for (size_t k = 0; k < n; k++)
+			if (!done[k]) {
+				int r = sync_serial(pt, &idx[k], 1);
+				if (!rc)
+					rc = r;
+			}
+	}
+	free(done);
+	return rc;
+}
+
 static int posix_sync(struct tier *t)
 {
 	struct posix_tier *pt = t->be_priv;
 	int rc = 0;
+	pthread_mutex_lock(&pt->sync_lock);
+	uint64_t *idx = malloc(pt->nslabs * sizeof(*idx));
+	size_t n = 0;
 	for (uint64_t i = 0; i < pt->nslabs; i++) {
 		int fd = __atomic_load_n(&pt->fds[i], __ATOMIC_ACQUIRE);
 		if (fd < 0 || !__atomic_exchange_n(&pt->written[i], false, __ATOMIC_ACQ_REL))
 			continue;
-		if (fdatasync(fd)) {
-			char path[PATH_MAX + 32];
-			rc = -errno;
-			/* Not again: the kernel reports a failed flush once,
-			 * and the caller has this one. */
-			slab_path(pt, i, path, sizeof(path));
-			tier_log(t, "%s: fdatasync failed: %s", path, strerror(-rc));
+		if (idx) {
+			idx[n++] = i;
+		} else {
+			/* No memory for the list: one at a time, as it is. */
+			int r = sync_serial(pt, &i, 1);
+			if (!rc)
+				rc = r;
 		}
 	}
+	if (n) {
+		int r = n > 1 ? sync_parallel(pt, idx, n) : sync_serial(pt, idx, n);
+		if (!rc)
+			rc = r;
+	}
+	free(idx);
+	pthread_mutex_unlock(&pt->sync_lock);
 	/* New slab files must survive too: their directory entries. */
 	if (__atomic_exchange_n(&pt->dir_changed, false, __ATOMIC_ACQ_REL) && fsync(pt->dirfd)) {
 		rc = -errno;

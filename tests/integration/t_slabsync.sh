@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# A commit syncs the slabs written since the last one side by side, not one
+# after the other: on a parallel file system each fdatasync is a round trip
+# to the storage servers, and a commit that synced hundreds of slabs in
+# turn held every fsync behind it for as many round trips.
+#   - the tier lives on powerfs with POWERFS_FSYNC_MS (each fsync of a file
+#     takes that long before it makes the file durable, side by side with
+#     the others), in slabs of 2 blocks, so a 48 MiB file spans 24 slabs;
+#   - fsync of the file: powerfs saw several slab fsyncs at once;
+#   - kill -9 and a power cut that undoes every write not fsync'd: the file
+#     is intact after the remount, so each sync the ring ran really made its
+#     slab durable before the map named it;
+#   - while the disk fails its flushes, fsync of a file over many slabs
+#     returns EIO, and once it flushes again, still EIO (the failed flush
+#     is never forgotten), while a file written after it syncs as usual.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+require_tierfs
+require_cmd "$PY"
+POWERFS=$TESTBIN/powerfs
+BACK=$T/back
+DISK=$T/disk
+PF_PID=
+FSYNC_MS=100
+mkdir -p "$BACK/nvme0" "$DISK"
+
+ss_cleanup() {
+	if mountpoint -q "$MNT" 2>/dev/null; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null; fi
+	[ -n "$TIERFS_PID" ] && wait "$TIERFS_PID" 2>/dev/null
+	if mountpoint -q "$DISK" 2>/dev/null; then fusermount3 -u "$DISK" 2>/dev/null || umount -l "$DISK" 2>/dev/null; fi
+	[ -n "$PF_PID" ] && wait "$PF_PID" 2>/dev/null
+	rm -rf "$T"
+}
+trap ss_cleanup EXIT
+
+# pf_mount: the disk comes up, slow to flush; the next cut keeps nothing
+# unsynced.
+pf_mount() {
+	: >"$T/pf.log"
+	POWERFS_FSYNC_FAIL=$T/fail POWERFS_FSYNC_MS=$FSYNC_MS POWERFS_KEEP=0 "$POWERFS" "$BACK" "$DISK" -f 2>"$T/pf.log" &
+	PF_PID=$!
+	local i
+	for i in $(seq 200); do
+		mountpoint -q "$DISK" && return 0
+		kill -0 "$PF_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$T/pf.log" >&2
+	return 1
+}
+
+# pf_cut: the power goes; powerfs prints what it undid and its fsync count.
+pf_cut() {
+	local i
+	for i in $(seq 200); do
+		fusermount3 -u "$DISK" 2>/dev/null && break
+		sleep 0.05
+	done
+	wait "$PF_PID"
+	local rc=$?
+	PF_PID=
+	[ $rc -eq 0 ] && grep -q '^powerfs: power cut:' "$T/pf.log"
+}
+
+# The metadata stays off powerfs: its syncs are not what is counted.
+mkdir -p "$T/meta"
+cat >"$T/c.conf" <<CONF
+[mount]
+metadata = $T/meta
+block_size = 1M
+commit_interval = 60
+
+[tier ram]
+type = ram
+capacity = 64M
+
+[tier nvme0]
+type = posix
+path = $DISK/nvme0
+capacity = 256M
+slab_size = 2M
+
+[policy]
+stripe = nvme0
+CONF
+
+check "powerfs is built ($POWERFS)" test -x "$POWERFS"
+pf_mount || { fail "powerfs mount"; tap_exit; exit; }
+mount_fs "$T/c.conf" || { fail "mount"; tap_exit; exit; }
+ok "mounted with the tier on a disk whose fsyncs take $FSYNC_MS ms"
+head -c $((48 << 20)) /dev/urandom >"$T/src"
+check "48 MiB written" cp "$T/src" "$MNT/f"
+t0=$(date +%s.%N)
+check "fsync of the file" sync "$MNT/f"
+t1=$(date +%s.%N)
+echo "# fsync took $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s"
+check "kill -9 of the daemon" crash_fs
+check "the power goes" pf_cut
+max=$(sed -n 's/^powerfs: fsyncs: [0-9]*, at most \([0-9]*\) at once$/\1/p' "$T/pf.log")
+echo "# $(grep '^powerfs: fsyncs:' "$T/pf.log")"
+# One at a time, as before, is 1; 4 is what io_uring runs at once on a
+# single CPU at the least.
+check "slab fsyncs ran side by side (${max:-?} at once)" test "${max:-0}" -ge 4
+pf_mount || { fail "powerfs remount"; tap_exit; exit; }
+check "mount after the power cut" mount_fs "$T/c.conf"
+check "the fsync'd file is intact" cmp "$T/src" "$MNT/f"
+
+# fsync_errno FILE: fsync FILE; prints ok or the errno's name.
+fsync_errno() {
+	"$PY" -c 'import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    os.fsync(fd)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))' "$1"
+}
+cp "$T/src" "$MNT/g"
+touch "$T/fail"
+r=$(fsync_errno "$MNT/g")
+check "fsync while the disk fails its flushes: EIO (got $r)" test "$r" = EIO
+rm -f "$T/fail"
+r=$(fsync_errno "$MNT/g")
+check "fsync again once it flushes: still EIO (got $r)" test "$r" = EIO
+head -c $((12 << 20)) /dev/urandom >"$T/src2"
+cp "$T/src2" "$MNT/h"
+r=$(fsync_errno "$MNT/h")
+check "a file written after it: fsync ok (got $r)" test "$r" = ok
+check "unmount clean" umount_fs
+check "the disk unmounts" pf_cut
+tap_exit
