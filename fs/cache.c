@@ -2664,6 +2664,28 @@ int cache_commit_durable(struct fs *fs)
 	return commit_and_free(fs, true, &wrote);
 }
 
+/* One tier's part of sync_tiers, on a thread of its own or the caller's. */
+struct tier_sync_job {
+	struct tier *t;
+	int id;	      /* its index in fs->tiers */
+	bool started; /* on a thread of its own */
+	pthread_t thread;
+	int rc;	      /* tier_sync's */
+	uint64_t end; /* with rc != 0: g_wb_epoch[id] when it returned */
+};
+
+static void *tier_sync_main(void *arg)
+{
+	struct tier_sync_job *job = arg;
+	job->rc = tier_sync(job->t);
+	/* The failed flush may have covered write-backs that completed while
+	 * it ran, and the kernel reports it once: charge them too (a success
+	 * covers only those before it began), and no later ones. */
+	if (job->rc)
+		job->end = atomic_fetch_add(&g_wb_epoch[job->id], 1);
+	return NULL;
+}
+
 /* Sync every persistent tier; charge a failed sync to the files written
  * back to that tier before it began. Returns the first error, for callers
  * that answer for the whole mount (syncfs, unmount); an fsync asks its
@@ -2686,20 +2708,27 @@ static int sync_tiers(struct fs *fs)
 	for (int i = 0; i < n; i++)
 		epoch[i] = atomic_fetch_add(&g_wb_epoch[i], 1);
 	pthread_mutex_unlock(&fs->lock);
+	/* The tiers flush side by side: one after the other, the disk's
+	 * flush and a parallel file system's round trips added up. */
+	struct tier_sync_job jobs[CONF_MAX_TIERS];
+	int njobs = 0;
+	for (int i = 0; i < n; i++)
+		if (fs->tiers[i] && tier_persistent(fs->tiers[i]))
+			jobs[njobs++] = (struct tier_sync_job){.t = fs->tiers[i], .id = i};
+	for (int j = 1; j < njobs; j++)
+		jobs[j].started = !pthread_create(&jobs[j].thread, NULL, tier_sync_main, &jobs[j]);
+	for (int j = 0; j < njobs; j++)
+		if (!jobs[j].started)
+			tier_sync_main(&jobs[j]); /* the first, or no thread */
 	int rc = 0;
-	for (int i = 0; i < n; i++) {
-		if (!fs->tiers[i] || !tier_persistent(fs->tiers[i]))
-			continue;
-		err[i] = tier_sync(fs->tiers[i]);
-		if (err[i]) {
-			/* The failed flush may have covered write-backs that
-			 * completed while it ran, and the kernel reports it
-			 * once: charge them too (a success covers only those
-			 * before it began), and no later ones. */
-			end[i] = atomic_fetch_add(&g_wb_epoch[i], 1);
-			if (!rc)
-				rc = err[i];
-		}
+	for (int j = 0; j < njobs; j++) {
+		if (jobs[j].started)
+			pthread_join(jobs[j].thread, NULL);
+		int i = jobs[j].id;
+		err[i] = jobs[j].rc;
+		end[i] = jobs[j].end;
+		if (err[i] && !rc)
+			rc = err[i];
 	}
 	pthread_mutex_lock(&fs->lock);
 	for (size_t h = 0; h < fs->itab_size; h++)

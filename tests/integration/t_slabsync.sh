@@ -12,7 +12,9 @@
 #     slab durable before the map named it;
 #   - while the disk fails its flushes, fsync of a file over many slabs
 #     returns EIO, and once it flushes again, still EIO (the failed flush
-#     is never forgotten), while a file written after it syncs as usual.
+#     is never forgotten), while a file written after it syncs as usual;
+#   - two tiers on that disk, a slab written on each: they flush side by
+#     side too.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -128,4 +130,42 @@ r=$(fsync_errno "$MNT/h")
 check "a file written after it: fsync ok (got $r)" test "$r" = ok
 check "unmount clean" umount_fs
 check "the disk unmounts" pf_cut
+
+# Two tiers on the slow disk, one slab each: the tiers flush side by side
+# too (one after the other, the disk's flush and a parallel file system's
+# round trips added up).
+mkdir -p "$BACK/a" "$BACK/b"
+cat >"$T/c2.conf" <<CONF
+[mount]
+metadata = $T/meta2
+block_size = 1M
+commit_interval = 60
+
+[tier ram]
+type = ram
+capacity = 64M
+
+[tier a]
+type = posix
+path = $DISK/a
+capacity = 256M
+
+[tier b]
+type = posix
+path = $DISK/b
+capacity = 256M
+
+[policy]
+stripe = a, b
+CONF
+pf_mount || { fail "powerfs mount (two tiers)"; tap_exit; exit; }
+mount_fs "$T/c2.conf" || { fail "mount (two tiers)"; tap_exit; exit; }
+head -c $((8 << 20)) /dev/urandom >"$T/src3"
+cp "$T/src3" "$MNT/s"
+check "two tiers: fsync of a file striped over both" sync "$MNT/s"
+check "two tiers: unmount clean" umount_fs
+check "two tiers: the disk unmounts" pf_cut
+echo "# $(grep '^powerfs: fsyncs:' "$T/pf.log")"
+max=$(sed -n 's/^powerfs: fsyncs: [0-9]*, at most \([0-9]*\) at once$/\1/p' "$T/pf.log")
+check "two tiers flushed side by side (${max:-?} at once)" test "${max:-0}" -ge 2
 tap_exit
