@@ -18,8 +18,10 @@
 #   BENCH_DIR      work directory on the disk under test [/var/tmp/tierfs-bench]
 #   BENCH_STATE    optimizer state (fp32 param+m+v, all ranks) [2G]
 #   BENCH_RAM      RAM tier capacity [1G]
-#   BENCH_STEPS    steps after the init step [5]; the first two warm up (the
-#                  access order is learned while they run) and are not averaged
+#   BENCH_STEPS    steps after the init step [6]; the first ones warm up and are
+#                  not averaged: steps 1 and 2, and on tierfs every step up to the
+#                  first whose update phase begins with the access order learned
+#                  (it is learned during step 2: the update averages steps 4..N)
 #   BENCH_RANKS    rank processes [1]
 #   BENCH_SUBGROUP params per sub-group [state/12/ranks/8: 8 sub-groups]
 #   BENCH_PIPELINE on|lockstep|off: tierfs-replay --pipeline (on: DeepSpeed's
@@ -64,7 +66,7 @@ PLOT=$ROOT/scripts/plot_bench.gp
 BENCH_DIR=${BENCH_DIR:-/var/tmp/tierfs-bench}
 BENCH_STATE=${BENCH_STATE:-2G}
 BENCH_RAM=${BENCH_RAM:-1G}
-BENCH_STEPS=${BENCH_STEPS:-5}
+BENCH_STEPS=${BENCH_STEPS:-6}
 BENCH_RANKS=${BENCH_RANKS:-1}
 BENCH_SUBGROUP=${BENCH_SUBGROUP:-}
 BENCH_PIPELINE=${BENCH_PIPELINE:-on}

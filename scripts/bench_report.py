@@ -479,6 +479,22 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
+def learned_warm(sd, n):
+    """Warm-up steps of a tierfs run, from its stats snapshots in SD: up to
+    and including the first step whose update phase began with the access
+    order learned (its backward snapshot says learned=yes). The blocks that
+    step writes are the first the keep plan keeps, so the step after it is
+    the first steady one: a step that began before, reads from disk what
+    the plan would have kept (4 ranks, learned during step 2: step 3 read
+    about 240 such blocks, steps 4 and 5 under 15). At least one step is
+    left; 0 where the order was never learned (BENCH_LEARN=no)."""
+    for k in range(1, n + 1):
+        st = parse_stats(os.path.join(sd, "step%d-backward" % k))
+        if st.get("order.learned") == 1.0:
+            return min(k, n - 1)
+    return 0
+
+
 def cmd_report(args):
     d = args[args.index("--dir") + 1]
     meta = json.load(open(os.path.join(d, "meta.json")))
@@ -502,8 +518,14 @@ def cmd_report(args):
             run["update_cpu_s"] = [s["update_cpu_s"] for s in steady]
             run["verify"] = rj.get("verify")
             # steps 1 and 2 warm up (the learner sees the cycle twice before it
-            # trusts it): averaged are steps 3..N when N > 3, else 2..N
+            # trusts it): averaged are steps 3..N when N > 3, else 2..N; on
+            # tierfs, also every step up to the first whose update phase
+            # began with the order learned (learned_warm)
             warm = 2 if len(steady) > 3 else 1 if len(steady) > 1 else 0
+            if setup.startswith("tierfs"):
+                warm = max(warm, learned_warm(os.path.join(d, "%s-%d.stats" % (setup, rep)),
+                                              len(steady)))
+            run["warm_steps"] = warm
             tail = steady[warm:]
             run["update_mean_s"] = mean([s["update_s"] for s in tail])
             run["backward_mean_s"] = mean([s["backward_s"] for s in tail])
@@ -665,8 +687,10 @@ def cmd_report(args):
             two["sum_Bps"] / 1e9,
             "-" if two.get("striped_read_Bps") is None else "%.0f%%" % (100 * two["striped_read_Bps"] / two["sum_Bps"]),
             two.get("status", "")))
-    print("(update/backward: mean over steps 3..N, 1 and 2 warm up (2..N when N < 4); speedup vs the baseline mean; "
-          "bwd x = backward speedup; /floor, /model = update time over the floor, over the model)")
+    print("(update/backward: mean over steps 3..N, 1 and 2 warm up (2..N when N < 4), and on tierfs every "
+          "step up to the first that began with the order learned (the `steps K-N` below); speedup vs the "
+          "baseline mean; bwd x = backward speedup; /floor, /model = update time over the floor, over the "
+          "model)")
     # Where a tierfs run's update phase waits: the share of it each side of
     # each persistent tier had I/O queued or in flight, and the metadata
     # commits made meanwhile (same steps as the update time).
@@ -698,7 +722,8 @@ def cmd_report(args):
                 ", %.1f forced" % mean(forced) if None not in forced else ""))
         # each averaged step's own time: a one-off (the step gap mode
         # begins in, a commit) shows apart from the steady ones
-        parts.append("steps " + " ".join("%.2f" % u for u in upd))
+        parts.append("steps %d-%d: %s" % (r.get("warm_steps", 0) + 1, len(r.get("update_s") or []),
+                                          " ".join("%.2f" % u for u in upd)))
         if parts:
             busy_lines.append("  %s %d: %s" % (r["setup"], r["rep"], "; ".join(parts)))
     if busy_lines:

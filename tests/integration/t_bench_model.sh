@@ -148,6 +148,32 @@ monotone_above_floor(
     lambda extra: br.deepspeed_model(ds, (GRAD + extra) * MIB, MIB, BW, BW, FREE,
                                      0.0)["pipeline_io_s"], BW, BW, 8)
 
+# The report's warm-up: on tierfs, up to the first step whose update phase
+# began with the order learned (its backward snapshot), at least 2, and one
+# step left to average.
+import os
+import tempfile
+
+
+def warm_with(learned_from, nsteps):
+    with tempfile.TemporaryDirectory() as sd:
+        for k in range(1, nsteps + 1):
+            with open(os.path.join(sd, "step%d-backward" % k), "w") as f:
+                yes = learned_from is not None and k >= learned_from
+                f.write("order enabled=yes learned=%s cycle=%d\n" % ("yes" if yes else "no",
+                                                                   5700 if yes else 0))
+        return br.learned_warm(sd, nsteps)
+
+
+check("warm-up: learned before step 2's update, steps 1-2", warm_with(2, 5) == 2,
+      "got %s" % warm_with(2, 5))
+check("warm-up: learned before step 3's update (4 ranks), steps 1-3", warm_with(3, 5) == 3,
+      "got %s" % warm_with(3, 5))
+check("warm-up: never learned, no extra steps", warm_with(None, 5) == 0,
+      "got %s" % warm_with(None, 5))
+check("warm-up: learned before the last step, one step left", warm_with(5, 5) == 4,
+      "got %s" % warm_with(5, 5))
+
 print("1..%d" % n)
 sys.exit(1 if failed else 0)
 EOF
