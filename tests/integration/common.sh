@@ -206,3 +206,49 @@ check_survivors() {
 	[ $bad -eq 0 ] && ok "round $round: files written during the crash read without I/O errors" ||
 		fail "round $round: files written during the crash give I/O errors"
 }
+
+# ---- powerfs (t_powercut, t_slabsync): a disk that loses power ----
+# The caller sets POWERFS (the binary), BACK (its backing directory) and
+# DISK (its mount point), and traps EXIT with powerfs_cleanup.
+PF_PID=
+
+# powerfs_cleanup: what the EXIT trap of a powerfs test does: the mount on
+# the disk, then the disk, then the test directory.
+powerfs_cleanup() {
+	if mountpoint -q "$MNT" 2>/dev/null; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null; fi
+	[ -n "$TIERFS_PID" ] && wait "$TIERFS_PID" 2>/dev/null
+	if mountpoint -q "$DISK" 2>/dev/null; then fusermount3 -u "$DISK" 2>/dev/null || umount -l "$DISK" 2>/dev/null; fi
+	[ -n "$PF_PID" ] && wait "$PF_PID" 2>/dev/null
+	rm -rf "$T"
+}
+
+# powerfs_mount [VAR=VALUE ...]: the disk comes up, with those POWERFS_*
+# settings (powerfs.c); its log goes to $T/pf.log.
+powerfs_mount() {
+	: >"$T/pf.log"
+	env "$@" "$POWERFS" "$BACK" "$DISK" -f 2>"$T/pf.log" &
+	PF_PID=$!
+	local i
+	for i in $(seq 200); do
+		mountpoint -q "$DISK" && return 0
+		kill -0 "$PF_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$T/pf.log" >&2
+	return 1
+}
+
+# powerfs_cut: the power goes (powerfs undoes at unmount what was never
+# fsync'd, and prints what in $T/pf.log). The dead daemon's files may take
+# a moment to close.
+powerfs_cut() {
+	local i
+	for i in $(seq 200); do
+		fusermount3 -u "$DISK" 2>/dev/null && break
+		sleep 0.05
+	done
+	wait "$PF_PID"
+	local rc=$?
+	PF_PID=
+	[ $rc -eq 0 ] && grep -q '^powerfs: power cut:' "$T/pf.log"
+}

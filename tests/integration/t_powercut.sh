@@ -20,19 +20,11 @@ require_cmd "$PY" sha256sum
 POWERFS=$TESTBIN/powerfs
 BACK=$T/back
 DISK=$T/disk
-PF_PID=
 # The tier directories are there before the first mount, as an admin makes
 # them; tierfs makes the metadata directory itself, and must sync it.
 mkdir -p "$BACK/nvme0" "$BACK/nvme1" "$DISK"
 
-pf_cleanup() {
-	if mountpoint -q "$MNT" 2>/dev/null; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null; fi
-	[ -n "$TIERFS_PID" ] && wait "$TIERFS_PID" 2>/dev/null
-	if mountpoint -q "$DISK" 2>/dev/null; then fusermount3 -u "$DISK" 2>/dev/null || umount -l "$DISK" 2>/dev/null; fi
-	[ -n "$PF_PID" ] && wait "$PF_PID" 2>/dev/null
-	rm -rf "$T"
-}
-trap pf_cleanup EXIT
+trap powerfs_cleanup EXIT
 
 # heavy_writer DIR: keep rewriting 8 files of 16 MiB, unsynced, twice what
 # the RAM tier holds, so that write-backs, slot frees and commits go on
@@ -44,33 +36,14 @@ heavy_writer() {
 
 # pf_mount KEEP SEED: the disk comes up; KEEP% of its unsynced pages will
 # survive the next cut.
-pf_mount() {
-	: >"$T/pf.log"
-	POWERFS_KEEP=$1 POWERFS_SEED=$2 "$POWERFS" "$BACK" "$DISK" -f 2>"$T/pf.log" &
-	PF_PID=$!
-	local i
-	for i in $(seq 200); do
-		mountpoint -q "$DISK" && return 0
-		kill -0 "$PF_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$T/pf.log" >&2
-	return 1
-}
+pf_mount() { powerfs_mount POWERFS_KEEP="$1" POWERFS_SEED="$2"; }
 
-# pf_cut: the power goes (powerfs undoes at unmount). The dead daemon's
-# files may take a moment to close.
+# pf_cut: the power goes; its log joins the others.
 pf_cut() {
-	local i
-	for i in $(seq 200); do
-		fusermount3 -u "$DISK" 2>/dev/null && break
-		sleep 0.05
-	done
-	wait "$PF_PID"
+	powerfs_cut
 	local rc=$?
-	PF_PID=
 	cat "$T/pf.log" >>"$T/pf.all"
-	[ $rc -eq 0 ] && grep -q '^powerfs: power cut:' "$T/pf.log"
+	return $rc
 }
 
 # cut_lost: how many pages the last cut undid.

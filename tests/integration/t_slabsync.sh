@@ -22,47 +22,14 @@ require_cmd "$PY"
 POWERFS=$TESTBIN/powerfs
 BACK=$T/back
 DISK=$T/disk
-PF_PID=
 FSYNC_MS=100
 mkdir -p "$BACK/nvme0" "$DISK"
 
-ss_cleanup() {
-	if mountpoint -q "$MNT" 2>/dev/null; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null; fi
-	[ -n "$TIERFS_PID" ] && wait "$TIERFS_PID" 2>/dev/null
-	if mountpoint -q "$DISK" 2>/dev/null; then fusermount3 -u "$DISK" 2>/dev/null || umount -l "$DISK" 2>/dev/null; fi
-	[ -n "$PF_PID" ] && wait "$PF_PID" 2>/dev/null
-	rm -rf "$T"
-}
-trap ss_cleanup EXIT
+trap powerfs_cleanup EXIT
 
-# pf_mount: the disk comes up, slow to flush; the next cut keeps nothing
-# unsynced.
-pf_mount() {
-	: >"$T/pf.log"
-	POWERFS_FSYNC_FAIL=$T/fail POWERFS_FSYNC_MS=$FSYNC_MS POWERFS_KEEP=0 "$POWERFS" "$BACK" "$DISK" -f 2>"$T/pf.log" &
-	PF_PID=$!
-	local i
-	for i in $(seq 200); do
-		mountpoint -q "$DISK" && return 0
-		kill -0 "$PF_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$T/pf.log" >&2
-	return 1
-}
-
-# pf_cut: the power goes; powerfs prints what it undid and its fsync count.
-pf_cut() {
-	local i
-	for i in $(seq 200); do
-		fusermount3 -u "$DISK" 2>/dev/null && break
-		sleep 0.05
-	done
-	wait "$PF_PID"
-	local rc=$?
-	PF_PID=
-	[ $rc -eq 0 ] && grep -q '^powerfs: power cut:' "$T/pf.log"
-}
+# pf_mount: the disk comes up, slow to flush, failing its flushes while
+# $T/fail exists; the next cut keeps nothing unsynced.
+pf_mount() { powerfs_mount POWERFS_FSYNC_FAIL="$T/fail" POWERFS_FSYNC_MS=$FSYNC_MS POWERFS_KEEP=0; }
 
 # The metadata stays off powerfs: its syncs are not what is counted.
 mkdir -p "$T/meta"
@@ -97,7 +64,7 @@ check "fsync of the file" sync "$MNT/f"
 t1=$(date +%s.%N)
 echo "# fsync took $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s"
 check "kill -9 of the daemon" crash_fs
-check "the power goes" pf_cut
+check "the power goes" powerfs_cut
 max=$(sed -n 's/^powerfs: fsyncs: [0-9]*, at most \([0-9]*\) at once$/\1/p' "$T/pf.log")
 echo "# $(grep '^powerfs: fsyncs:' "$T/pf.log")"
 # One at a time, as before, is 1; 4 is what io_uring runs at once on a
@@ -129,7 +96,7 @@ cp "$T/src2" "$MNT/h"
 r=$(fsync_errno "$MNT/h")
 check "a file written after it: fsync ok (got $r)" test "$r" = ok
 check "unmount clean" umount_fs
-check "the disk unmounts" pf_cut
+check "the disk unmounts" powerfs_cut
 
 # Two tiers on the slow disk, one slab each: the tiers flush side by side
 # too (one after the other, the disk's flush and a parallel file system's
@@ -164,7 +131,7 @@ head -c $((8 << 20)) /dev/urandom >"$T/src3"
 cp "$T/src3" "$MNT/s"
 check "two tiers: fsync of a file striped over both" sync "$MNT/s"
 check "two tiers: unmount clean" umount_fs
-check "two tiers: the disk unmounts" pf_cut
+check "two tiers: the disk unmounts" powerfs_cut
 echo "# $(grep '^powerfs: fsyncs:' "$T/pf.log")"
 max=$(sed -n 's/^powerfs: fsyncs: [0-9]*, at most \([0-9]*\) at once$/\1/p' "$T/pf.log")
 check "two tiers flushed side by side (${max:-?} at once)" test "${max:-0}" -ge 2
