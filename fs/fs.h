@@ -297,8 +297,9 @@ struct fs {
 	uint64_t disk_demand_ns;
 	/* When a request last touched a disk-homed block (learned or not),
 	 * and the longest time between two such within the last two cycles,
-	 * with the learner's clock when it was seen (cache.c gap_seen); lock. */
-	uint64_t disk_req_ns, gap_seen_ns, gap_seen_clock;
+	 * with the learner's clock when it was seen (cache.c gap_seen), and
+	 * the longest of the two cycles before those; lock. */
+	uint64_t disk_req_ns, gap_seen_ns, gap_seen_clock, gap_prev_ns;
 	/* When the last commit (cache.c commit_run) began and ended: one in
 	 * an idle stretch leaves it unjudged. Atomic: set outside lock. */
 	_Atomic uint64_t commit_began_ns, commit_ended_ns;

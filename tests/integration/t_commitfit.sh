@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# With a learned order, a due background commit waits for an idle stretch
+# that can hold it: one that ran on past the stretch stalled the next
+# update phase. The tier lives on powerfs whose fsyncs take 300 ms, so a
+# commit of written-back blocks takes at least that. A client repeats one
+# step (read and rewrite 24 files of 4 MiB, twice the RAM tier) until the
+# order is learned, then:
+#   - with 50 ms pauses between steps, too short for a commit: the commits
+#     still come (commits_forced counts them), none in a pause;
+#   - with 1.5 s pauses, long enough: once a pause has shown that, they
+#     come in the pauses again, none forced;
+#   - after a remount every file holds what the last step wrote.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+require_tierfs
+require_cmd "$PY"
+POWERFS=$TESTBIN/powerfs
+BACK=$T/back
+DISK=$T/disk
+mkdir -p "$BACK/nvme0" "$DISK" "$T/meta"
+trap powerfs_cleanup EXIT
+
+cat >"$T/c.conf" <<CONF
+[mount]
+metadata = $T/meta
+block_size = 1M
+commit_interval = 1
+
+[tier ram]
+type = ram
+capacity = 64M
+
+[tier nvme0]
+type = posix
+path = $DISK/nvme0
+capacity = 1G
+
+[policy]
+stripe = nvme0
+CONF
+
+# steps.py DIR PAUSE SECONDS VERSION: repeat the step for SECONDS, PAUSE s
+# between steps; the files end up holding VERSION's bytes.
+cat >"$T/steps.py" <<'PYEOF'
+import os, sys, time
+d, pause, secs, ver = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+os.makedirs(d, exist_ok=True)
+n, size = 24, 4 << 20
+def data(i):
+    return (b"%08d:%08d;" % (ver, i)) * (size // 18) + b"\0" * (size % 18)
+end = time.monotonic() + secs
+while True:
+    for i in range(n):
+        p = "%s/f%02d" % (d, i)
+        # read, then overwrite in place: no truncate, as DeepSpeed
+        with open(p, "r+b" if os.path.exists(p) else "w+b") as f:
+            f.read()
+            f.seek(0)
+            f.write(data(i))
+    if time.monotonic() >= end:
+        break
+    time.sleep(pause)
+PYEOF
+
+check "powerfs is built ($POWERFS)" test -x "$POWERFS"
+powerfs_mount POWERFS_FSYNC_MS=300 || { fail "powerfs mount"; tap_exit; exit; }
+mount_fs "$T/c.conf" || { fail "mount"; tap_exit; exit; }
+ok "mounted with the tier on a disk whose fsyncs take 300 ms"
+"$PY" "$T/steps.py" "$MNT/s" 0.05 5 1
+check "the step's order is learned" test "$(stat_field order learned)" = yes
+
+# phase PAUSE SECONDS VERSION: commits and forced commits made meanwhile.
+phase() {
+	local c0 f0
+	c0=$(stat_field cache commits)
+	f0=$(stat_field cache commits_forced)
+	"$PY" "$T/steps.py" "$MNT/s" "$1" "$2" "$3"
+	echo "$(($(stat_field cache commits) - c0)) $(($(stat_field cache commits_forced) - f0))"
+}
+read -r c f <<<"$(phase 0.05 6 2)"
+echo "# 50 ms pauses: $c commits, $f forced"
+check "50 ms pauses: commits still come ($c)" test "$c" -ge 1
+check "50 ms pauses: every one forced, none in a pause ($f of $c)" test "$f" -eq "$c"
+# The first pause of 1.5 s shows the stretch; a commit due before it waits
+# for it or goes forced.
+phase 1.5 3 3 >/dev/null
+read -r c f <<<"$(phase 1.5 7 4)"
+echo "# 1.5 s pauses: $c commits, $f forced"
+check "1.5 s pauses: commits come ($c)" test "$c" -ge 1
+check "1.5 s pauses: in the pauses, none forced ($f)" test "$f" -eq 0
+
+check "unmount" umount_fs
+check "remount" mount_fs "$T/c.conf"
+check "every file holds the last step's bytes" "$PY" -c '
+import sys
+d = sys.argv[1]
+size = 4 << 20
+for i in range(24):
+    want = (b"%08d:%08d;" % (4, i)) * (size // 18) + b"\0" * (size % 18)
+    if open("%s/f%02d" % (d, i), "rb").read() != want:
+        sys.exit("f%02d differs" % i)
+' "$MNT/s"
+check "unmount clean" umount_fs
+check "the disk unmounts" powerfs_cut
+tap_exit
