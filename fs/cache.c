@@ -3062,7 +3062,7 @@ static bool tiers_quiet(struct fs *fs)
 /* How many intervals a due commit may wait at most for a quiet moment. */
 #define COMMIT_WAIT_MAX 6
 
-/* Whether a commit as long as the last ones (TOOK ns, 0: none yet) fits in
+/* Whether a commit as long as the last quiet ones (TOOK ns, 0: none yet) fits in
  * the idle stretches of the learned step: the longest between two requests
  * for disk blocks in the last two cycles or the two before (gap_seen
  * starts its window afresh with whatever stretch comes next). With the
@@ -3106,7 +3106,7 @@ static void *committer_main(void *arg)
 	uint64_t wait = every;	/* how long a due commit waits for a quiet moment */
 	bool any = false;	/* whether LAST is set */
 	uint64_t wanted_at = 0; /* when the request being served was made, 0 none */
-	uint64_t took = 0;	/* how long commits took lately (a running mean), 0 none */
+	uint64_t took = 0;	/* how long quiet commits took lately (a running mean), 0 none */
 	pthread_mutex_lock(&fs->lock);
 	while (!fs->commit_stop) {
 		if (!fs->commit_wanted) {
@@ -3148,7 +3148,11 @@ static void *committer_main(void *arg)
 		uint64_t t = tier_now_ns() - now;
 		pthread_mutex_lock(&fs->lock);
 		if (wrote) {
-			took = took ? (3 * took + t) / 4 : t;
+			/* Only what a commit takes in a quiet moment says
+			 * whether one fits there: a forced one shares the disk
+			 * with the step, and took longer. */
+			if (quiet)
+				took = took ? (3 * took + t) / 4 : t;
 			last = now;
 			any = true;
 			if (!quiet) {
