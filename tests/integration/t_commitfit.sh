@@ -17,27 +17,11 @@ require_cmd "$PY"
 POWERFS=$TESTBIN/powerfs
 BACK=$T/back
 DISK=$T/disk
-mkdir -p "$BACK/nvme0" "$DISK" "$T/meta"
+mkdir -p "$BACK/nvme0" "$DISK"
 trap powerfs_cleanup EXIT
 
-cat >"$T/c.conf" <<CONF
-[mount]
-metadata = $T/meta
-block_size = 1M
-commit_interval = 1
-
-[tier ram]
-type = ram
-capacity = 64M
-
-[tier nvme0]
-type = posix
-path = $DISK/nvme0
-capacity = 1G
-
-[policy]
-stripe = nvme0
-CONF
+default_conf | sed "s|^path = $T/nvme0$|path = $DISK/nvme0|; s|^capacity = 256M|capacity = 64M|" |
+	mount_key 'commit_interval = 1' >"$T/c.conf"
 
 # steps.py DIR PAUSE SECONDS VERSION: repeat the step for SECONDS, PAUSE s
 # between steps; the files end up holding VERSION's bytes.

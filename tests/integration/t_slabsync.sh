@@ -32,26 +32,14 @@ trap powerfs_cleanup EXIT
 pf_mount() { powerfs_mount POWERFS_FSYNC_FAIL="$T/fail" POWERFS_FSYNC_MS=$FSYNC_MS POWERFS_KEEP=0; }
 
 # The metadata stays off powerfs: its syncs are not what is counted.
-mkdir -p "$T/meta"
-cat >"$T/c.conf" <<CONF
-[mount]
-metadata = $T/meta
-block_size = 1M
-commit_interval = 60
+default_conf | sed "s|^path = $T/nvme0$|path = $DISK/nvme0\nslab_size = 2M|; s|^capacity = 256M|capacity = 64M|" |
+	mount_key 'commit_interval = 60' >"$T/c.conf"
 
-[tier ram]
-type = ram
-capacity = 64M
-
-[tier nvme0]
-type = posix
-path = $DISK/nvme0
-capacity = 256M
-slab_size = 2M
-
-[policy]
-stripe = nvme0
-CONF
+# at_once: the most fsyncs powerfs ran at once, from its last cut's log.
+at_once() {
+	echo "# $(grep '^powerfs: fsyncs:' "$T/pf.log")" >&2
+	sed -n 's/^powerfs: fsyncs: [0-9]*, at most \([0-9]*\) at once$/\1/p' "$T/pf.log"
+}
 
 check "powerfs is built ($POWERFS)" test -x "$POWERFS"
 pf_mount || { fail "powerfs mount"; tap_exit; exit; }
@@ -65,8 +53,7 @@ t1=$(date +%s.%N)
 echo "# fsync took $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s"
 check "kill -9 of the daemon" crash_fs
 check "the power goes" powerfs_cut
-max=$(sed -n 's/^powerfs: fsyncs: [0-9]*, at most \([0-9]*\) at once$/\1/p' "$T/pf.log")
-echo "# $(grep '^powerfs: fsyncs:' "$T/pf.log")"
+max=$(at_once)
 # One at a time, as before, is 1; 4 is what io_uring runs at once on a
 # single CPU at the least.
 check "slab fsyncs ran side by side (${max:-?} at once)" test "${max:-0}" -ge 4
@@ -74,26 +61,17 @@ pf_mount || { fail "powerfs remount"; tap_exit; exit; }
 check "mount after the power cut" mount_fs "$T/c.conf"
 check "the fsync'd file is intact" cmp "$T/src" "$MNT/f"
 
-# fsync_errno FILE: fsync FILE; prints ok or the errno's name.
-fsync_errno() {
-	"$PY" -c 'import errno, os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-try:
-    os.fsync(fd)
-    print("ok")
-except OSError as e:
-    print(errno.errorcode.get(e.errno, e.errno))' "$1"
-}
+write_fsync_py
 cp "$T/src" "$MNT/g"
 touch "$T/fail"
-r=$(fsync_errno "$MNT/g")
+r=$("$PY" "$T/fsync.py" "$MNT/g")
 check "fsync while the disk fails its flushes: EIO (got $r)" test "$r" = EIO
 rm -f "$T/fail"
-r=$(fsync_errno "$MNT/g")
+r=$("$PY" "$T/fsync.py" "$MNT/g")
 check "fsync again once it flushes: still EIO (got $r)" test "$r" = EIO
 head -c $((12 << 20)) /dev/urandom >"$T/src2"
 cp "$T/src2" "$MNT/h"
-r=$(fsync_errno "$MNT/h")
+r=$("$PY" "$T/fsync.py" "$MNT/h")
 check "a file written after it: fsync ok (got $r)" test "$r" = ok
 check "unmount clean" umount_fs
 check "the disk unmounts" powerfs_cut
@@ -101,30 +79,9 @@ check "the disk unmounts" powerfs_cut
 # Two tiers on the slow disk, one slab each: the tiers flush side by side
 # too (one after the other, the disk's flush and a parallel file system's
 # round trips added up).
-mkdir -p "$BACK/a" "$BACK/b"
-cat >"$T/c2.conf" <<CONF
-[mount]
-metadata = $T/meta2
-block_size = 1M
-commit_interval = 60
-
-[tier ram]
-type = ram
-capacity = 64M
-
-[tier a]
-type = posix
-path = $DISK/a
-capacity = 256M
-
-[tier b]
-type = posix
-path = $DISK/b
-capacity = 256M
-
-[policy]
-stripe = a, b
-CONF
+mkdir -p "$BACK/two0" "$BACK/two1"
+two_tier_conf 1M | sed "s|$T/nvme|$DISK/two|; s|$T/meta|$T/meta2|; s|^capacity = 256M|capacity = 64M|" |
+	mount_key 'commit_interval = 60' >"$T/c2.conf"
 pf_mount || { fail "powerfs mount (two tiers)"; tap_exit; exit; }
 mount_fs "$T/c2.conf" || { fail "mount (two tiers)"; tap_exit; exit; }
 head -c $((8 << 20)) /dev/urandom >"$T/src3"
@@ -132,7 +89,6 @@ cp "$T/src3" "$MNT/s"
 check "two tiers: fsync of a file striped over both" sync "$MNT/s"
 check "two tiers: unmount clean" umount_fs
 check "two tiers: the disk unmounts" powerfs_cut
-echo "# $(grep '^powerfs: fsyncs:' "$T/pf.log")"
-max=$(sed -n 's/^powerfs: fsyncs: [0-9]*, at most \([0-9]*\) at once$/\1/p' "$T/pf.log")
+max=$(at_once)
 check "two tiers flushed side by side (${max:-?} at once)" test "${max:-0}" -ge 2
 tap_exit
