@@ -34,7 +34,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 echo "$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r)"
 
 say "updater tests (cuda_update/run-tests.sh)"
-TIERFS_BUILD=$B bash cuda_update/run-tests.sh | grep -v '^ok .*kernels' | tail -40
+out=$(TIERFS_BUILD=$B bash cuda_update/run-tests.sh 2>&1)
+rc=$?
+grep -E '^not ok|cuda|CUDA|SKIP' <<<"$out"
+echo "updater tests: $(grep -c '^ok' <<<"$out") ok ($(grep -c '# SKIP' <<<"$out") of them skipped)," \
+	"$(grep -c '^not ok' <<<"$out") failed; exit $rc"
 
 if command -v compute-sanitizer >/dev/null; then
 	say "compute-sanitizer memcheck over test_cuda"
