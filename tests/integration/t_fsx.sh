@@ -4,7 +4,8 @@
 # and without --keep-size, punched holes, zeroed ranges) over 4+ files on the
 # mount, each checked byte-for-byte against shadow files on a plain directory; then a
 # remount and a full compare. Two configs: 1 MiB blocks on one tier, and
-# 64 KiB blocks striped over two tiers (block boundaries crossed often).
+# 64 KiB blocks striped over two tiers (block boundaries crossed often);
+# then the second with RAM for a sixth of the files (eviction all along).
 # FSX_SEED picks the seed (printed, so a failure can be replayed).
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
@@ -23,6 +24,15 @@ run_fsx() { # name conf ops files maxsize maxlen seed
 	mkdir -p "$MNT/fsx"
 	check "$name: $ops random ops on $nf files" "$FSX" -q -c -d "$MNT/fsx" -S "$T/shadow-$name" \
 		-n "$ops" -f "$nf" -m "$ms" -l "$ml" -s "$seed"
+	if [ -n "${EVICT_CHECK:-}" ]; then
+		# the pressure is what this run is for: without it, it tests nothing new
+		local ev mi
+		ev=$(grep -o 'evictions=[0-9]*' "$MNT/.tierfs/stats" | cut -d= -f2)
+		mi=$(grep -o ' misses=[0-9]*' "$MNT/.tierfs/stats" | cut -d= -f2)
+		echo "# $name: $ev evictions, $mi misses"
+		check "$name: RAM was short (evictions $ev >= 200, misses $mi >= 50)" \
+			test "${ev:-0}" -ge 200 -a "${mi:-0}" -ge 50
+	fi
 	check "$name: unmount clean" umount_fs
 	if mount_fs "$conf"; then
 		check "$name: full compare after remount" "$FSX" -q -V -d "$MNT/fsx" -S "$T/shadow-$name" -f "$nf" -l "$ml"
@@ -41,4 +51,12 @@ run_fsx 1m-blocks "$T/c1.conf" "${FSX_OPS1:-50000}" 4 $((8 << 20)) $((2 << 20)) 
 rm -rf "$T/meta" "$T/nvme0" "$T/nvme1"
 two_tier_conf 64K >"$T/c2.conf"
 run_fsx 64k-blocks "$T/c2.conf" "${FSX_OPS2:-50000}" 6 $((4 << 20)) $((256 << 10)) $((SEED + 7))
+
+# The runs above fit their files in RAM: blocks leave it only at unmount.
+# Here RAM holds a sixth of the files (20 MiB, the least that 64 KiB blocks
+# and 16 FUSE threads allow, against 6 files of up to 64 MiB), so every
+# operation races eviction, write-back and reads back from disk.
+rm -rf "$T/meta" "$T/nvme0" "$T/nvme1"
+two_tier_conf 64K | sed 's/^capacity = 256M$/capacity = 20M/' >"$T/c3.conf"
+EVICT_CHECK=1 run_fsx small-ram "$T/c3.conf" "${FSX_OPS3:-20000}" 6 $((64 << 20)) $((1 << 20)) $((SEED + 13))
 tap_exit
