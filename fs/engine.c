@@ -119,10 +119,95 @@ bool engine_in_gap(struct fs *fs)
 	return run >= need;
 }
 
+/* learn_max_cycle = auto sizes the learner by the data, so that a node
+ * with more optimizer state than the default covers still learns its
+ * step (the default once covered 128 GiB at 1 MiB blocks; beyond it the
+ * cache ran as plain LRU, and said nothing). A step reads and writes every
+ * block of the state once, and the backward pass writes every gradient
+ * block that the update then reads: about two accesses a block, and a
+ * quarter more for partial blocks and strays. The blocks are those the
+ * tiers hold, a block both cached and on disk counted twice: an upper
+ * bound. The learner costs about 140 bytes per access it can hold, so it
+ * starts small (9 MiB) and doubles as files grow, up to 2^23 (1.2 GiB,
+ * about 3 TiB of state at 1 MiB blocks). Growing starts the learner
+ * afresh: the blocks are usually written (the files made) before the
+ * first step, so nothing learned is lost; data added later costs the
+ * steps it takes to learn the cycle again. */
+#define LEARN_AUTO_MIN	(1u << 16)
+#define LEARN_AUTO_MAX	(1u << 23)
+#define LEARN_FIT_EVERY 4096
+
+static uint64_t learn_need(struct fs *fs)
+{
+	uint64_t blocks = 0;
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		uint64_t used, total;
+		fs_tier_slots(fs, i, &used, &total);
+		blocks += used;
+	}
+	return blocks * 5 / 2;
+}
+
+static size_t learn_size(uint64_t need)
+{
+	size_t n = LEARN_AUTO_MIN;
+	while (n < need && n < LEARN_AUTO_MAX)
+		n <<= 1;
+	return n;
+}
+
+/* Whether the learner can hold a step over the data; grows it where it
+ * may (auto), says so once where it may not. Lock held. */
+static void learner_fit(struct fs *fs)
+{
+	uint64_t need = learn_need(fs);
+	size_t have = order_max_cycle(fs->order);
+	if (need <= have)
+		return;
+	if (fs->conf.learn_max_cycle || have >= LEARN_AUTO_MAX) {
+		TFS_LOG("order learner: the tiers hold %llu blocks; a step that reads and "
+			"writes them all takes about %llu block accesses, more than the "
+			"learner holds (%zu, %s): such a step is not learned, and the cache "
+			"runs it as LRU; learn_max_cycle = %llu in [policy] would hold it "
+			"(about %llu MiB)",
+			(unsigned long long)(need * 2 / 5), (unsigned long long)need, have,
+			fs->conf.learn_max_cycle ? "learn_max_cycle" : "the most auto takes",
+			(unsigned long long)need, (unsigned long long)(need * 140 >> 20));
+		fs->learn_fit_done = true;
+		return;
+	}
+	struct order_params op = {.max_cycle = learn_size(need)};
+	struct order *o;
+	int rc = order_create(&op, &o);
+	if (rc) {
+		TFS_LOG("order learner: growing it to %zu block accesses for %llu blocks: %s; "
+			"it stays at %zu",
+			op.max_cycle, (unsigned long long)(need * 2 / 5), strerror(-rc), have);
+		fs->learn_fit_done = true;
+		return;
+	}
+	order_continue(o, fs->order);
+	order_destroy(fs->order);
+	fs->order = o;
+	TFS_LOG("order learner: grown to %zu block accesses for the %llu blocks the tiers "
+		"hold (about %zu MiB)%s",
+		op.max_cycle, (unsigned long long)(need * 2 / 5), op.max_cycle * 140 >> 20,
+		fs->learned ? "; the step is learned again from here" : "");
+	if (fs->learned) {
+		fs->learned = false;
+		plan_drop(fs);
+	}
+	fs->learn_fit_done = op.max_cycle >= LEARN_AUTO_MAX;
+}
+
 void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
 {
 	if (!fs->order || idx >> KEY_IDX_BITS)
 		return;
+	if (!fs->learn_fit_done && order_now(fs->order) - fs->learn_fit_at >= LEARN_FIT_EVERY) {
+		fs->learn_fit_at = order_now(fs->order);
+		learner_fit(fs);
+	}
 	order_access(fs->order, key_of(ino, idx), write);
 	bool learned = order_learned(fs->order);
 	uint64_t count = order_learn_count(fs->order);
@@ -343,12 +428,17 @@ int engine_init(struct fs *fs)
 	pthread_cond_init(&fs->prefetch_cond, NULL);
 	if (!fs->conf.learn)
 		return 0;
-	struct order_params op = {.max_cycle = fs->conf.learn_max_cycle};
+	/* auto: as large as the data already there needs (a remount of a
+	 * large state does not grow it step by step) */
+	struct order_params op = {.max_cycle = fs->conf.learn_max_cycle
+						   ? fs->conf.learn_max_cycle
+						   : learn_size(learn_need(fs))};
 	int rc = order_create(&op, &fs->order);
 	if (rc) {
-		TFS_LOG("order learner: %s", strerror(-rc));
+		TFS_LOG("order learner of %zu block accesses: %s", op.max_cycle, strerror(-rc));
 		return rc;
 	}
+	learner_fit(fs); /* a fixed size already short says so at mount */
 	if (!fs->conf.prefetch_depth || !fs->stripe.n)
 		return 0;
 	/* Prefetch may use the queue depth of every persistent tier, which
@@ -395,8 +485,11 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	 * ahead. */
 	pthread_mutex_lock(&fs->lock);
 	bool enabled = fs->order != NULL;
-	if (enabled)
+	size_t max_cycle = 0;
+	if (enabled) {
 		order_get_stats(fs->order, &s);
+		max_cycle = order_max_cycle(fs->order);
+	}
 	struct keepplan_stats kps;
 	keepplan_get_stats(fs->plan, &kps);
 	static const char *const gap_plan[] = {"no", "yes", "auto"};
@@ -410,11 +503,11 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	    s.learned_accesses ? (double)s.predicted_hits / (double)s.learned_accesses : 0;
 	int n = snprintf(
 	    buf, size,
-	    "order enabled=%s learned=%s cycle=%zu accesses=%llu "
+	    "order enabled=%s learned=%s cycle=%zu max_cycle=%zu accesses=%llu "
 	    "predicted_ratio=%.4f learns=%llu relearns=%llu false_locks=%llu prefetches=%llu "
 	    "prefetch_hits=%llu prefetch_wasted=%llu plan_kept=%zu plan_blocks=%zu gap_plan=%s "
 	    "idle_stretches=%llu idle_worked=%llu idle_after_ms=%llu gap_mode=%s\n",
-	    enabled ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len,
+	    enabled ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len, max_cycle,
 	    (unsigned long long)s.accesses, pred, (unsigned long long)s.learns,
 	    (unsigned long long)s.relearns, (unsigned long long)s.false_locks, pf, pf_hits,
 	    pf_wasted, kps.kept, kps.candidates, gap_plan[fs->conf.gap_plan],

@@ -272,6 +272,11 @@ struct fs {
 	struct order *order;
 	bool learned;	      /* order_learned(), cached under lock */
 	uint64_t learn_count; /* order_learn_count() when last seen, under lock */
+	/* The learner's clock at its last size check (engine.c learner_fit),
+	 * and whether checks are over (at the largest size, out of memory,
+	 * or a fixed learn_max_cycle already found short); under lock. */
+	uint64_t learn_fit_at;
+	bool learn_fit_done;
 	/* Which blocks stay in RAM across the step (policy/keepplan.h),
 	 * built when a cycle is learned; NULL without one. Under lock. */
 	struct keepplan *plan;

@@ -834,10 +834,13 @@ static void policy_key(struct parse *p, const char *name, const char *v)
 		}
 		break;
 	case PK_MAX_CYCLE:
-		if (parse_uint(v, 1024, 1u << 30, &x) < 0)
-			key_error(
-			    p, p->line, name,
-			    "'%s' must be an integer from 1024 to 1073741824 (block accesses)", v);
+		if (!strcasecmp(v, "auto"))
+			c->learn_max_cycle = 0;
+		else if (parse_uint(v, 1024, 1u << 30, &x) < 0)
+			key_error(p, p->line, name,
+				  "'%s' must be auto or an integer from 1024 to 1073741824 "
+				  "(block accesses)",
+				  v);
 		else
 			c->learn_max_cycle = x;
 		break;

@@ -92,7 +92,7 @@ struct config {
 	bool learn;		    /* learn the access order (issue 3), default yes */
 	unsigned prefetch_depth;    /* blocks ahead, default 64 */
 	uint64_t learn_max_cycle;   /* longest step learned, in block accesses;
-				       0 = the learner's default (2^18) */
+				       0 = auto, sized by the data (fs/engine.c) */
 	bool keep_plan;		    /* plan which blocks stay in RAM across a learned
 				       step (policy/keepplan.h), default yes */
 	/* put the disks' idle time between steps to work (fs/cache.c "Idle

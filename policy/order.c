@@ -732,6 +732,18 @@ void order_destroy(struct order *o)
 	free(o);
 }
 
+void order_continue(struct order *o, const struct order *from)
+{
+	o->st = from->st;
+	o->st.learned = false;
+	o->st.cycle_len = 0;
+}
+
+size_t order_max_cycle(const struct order *o)
+{
+	return o->max_cycle;
+}
+
 uint64_t order_now(const struct order *o)
 {
 	return o->st.deduped;

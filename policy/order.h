@@ -100,6 +100,13 @@ void order_destroy(struct order *o);
  * read (data needed) even if the first request was a write. */
 void order_access(struct order *o, uint64_t key, bool write);
 
+/* Carry FROM's clock and counters into O, a learner made to take its place
+ * (a larger max_cycle, fs/engine.c): the times the cache stamped with
+ * FROM's clock stay comparable with O's. O learns afresh; FROM is left as
+ * it was, for the caller to destroy. */
+void order_continue(struct order *o, const struct order *from);
+size_t order_max_cycle(const struct order *o);
+
 bool order_learned(const struct order *o);
 /* The learner's clock: deduplicated accesses so far. Adding a next_use or
  * next_read distance to it gives an absolute time that stays comparable

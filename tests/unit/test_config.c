@@ -294,6 +294,24 @@ static void test_gap_plan_values(void **state)
 	}
 }
 
+static void test_learn_max_cycle_values(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *v;
+		uint64_t want;
+	} cases[] = {{"auto", 0}, {"AUTO", 0}, {"1024", 1024}, {"4194304", 4194304}};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[256];
+		snprintf(text, sizeof(text),
+			 "[mount]\nmetadata = @D@/meta\n[tier m]\ntype = ram\ncapacity = "
+			 "64M\n[policy]\nlearn_max_cycle = %s\n",
+			 cases[i].v);
+		assert_int_equal(load(text), 0);
+		assert_int_equal(cfg.learn_max_cycle, cases[i].want);
+	}
+}
+
 /* Comments, indentation, CRLF, inline ';' comments, a long path line: the
  * lines after it must still be counted right. */
 static void test_syntax_and_line_numbers(void **state)
@@ -586,6 +604,7 @@ static const struct bad bads[] = {
     {POSIX_A "[mount]\ndirty_ratio = 0\n", 5, "key 'dirty_ratio'", "1 to 100"},
     {POSIX_A "[policy]\nprefetch_depth = 65537\n", 5, "key 'prefetch_depth'", "0 to 65536"},
     {POSIX_A "[policy]\nlearn_max_cycle = 1000\n", 5, "key 'learn_max_cycle'", "1024 to"},
+    {POSIX_A "[policy]\nlearn_max_cycle = big\n", 5, "key 'learn_max_cycle'", "must be auto or"},
     {POSIX_A "[policy]\nkeep_plan = some\n", 5, "key 'keep_plan'", "'some' is not yes or no"},
     {POSIX_A "[policy]\ngap_plan = 2\n", 5, "key 'gap_plan'", "'2' is not yes, no or auto"},
     {POSIX_A "just some words\n", 4, "", "syntax error"},
@@ -644,6 +663,7 @@ int main(void)
 	T(test_defaults_implicit_ram);
 	T(test_ram_only);
 	T(test_gap_plan_values);
+	T(test_learn_max_cycle_values);
 	T(test_syntax_and_line_numbers);
 	T(test_cannot_read);
 	T(test_parse_size);

@@ -12,6 +12,10 @@
  * where the order stands in the cycle's long run of RAM-only accesses (the
  * backward pass), not in a short one (the update's gradient reads) nor
  * among disk accesses.
+ *
+ * learn_max_cycle = auto: the learner grows as the tiers' blocks do, keeps
+ * its clock (the cache's stamps stay comparable), learns again after
+ * growing; a fixed size does not grow.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,6 +29,7 @@
 #include <cmocka.h>
 
 #include "fs/fs.h"
+#include "policy/order.h"
 
 int fs_inode_get(struct fs *fs, uint64_t ino, struct inode **out)
 {
@@ -83,6 +88,17 @@ bool cache_idle_progress(struct fs *fs)
 {
 	(void)fs;
 	return false;
+}
+
+/* The blocks the tiers hold, as learner_fit counts them. */
+static uint64_t g_used;
+
+void fs_tier_slots(struct fs *fs, int i, uint64_t *used, uint64_t *total)
+{
+	(void)fs;
+	(void)i;
+	*used = g_used;
+	*total = g_used;
 }
 
 /* Inode 2 is homed in RAM (a rule's gradients); every other inode is not
@@ -221,11 +237,70 @@ static void gap_position(void **state)
 	pthread_mutex_destroy(&fs.lock);
 }
 
+static void feed(struct fs *fs, int steps, uint64_t blocks)
+{
+	for (int step = 0; step < steps; step++)
+		for (uint64_t b = 0; b < blocks; b++)
+			engine_access(fs, 1, b, false);
+}
+
+static void learner_grows(void **state)
+{
+	(void)state;
+	static struct fs fs;
+	memset(&fs, 0, sizeof(fs));
+	fs.conf.learn = true;
+	fs.conf.prefetch_depth = 0;
+	fs.conf.ntiers = 1;
+	assert_int_equal(pthread_mutex_init(&fs.lock, NULL), 0);
+	assert_int_equal(pthread_cond_init(&fs.cond, NULL), 0);
+	g_used = 100;
+	assert_int_equal(engine_init(&fs), 0);
+	pthread_mutex_lock(&fs.lock);
+	assert_int_equal(order_max_cycle(fs.order), 1u << 16);
+	/* A cycle of 1000 accesses, learned at the smallest size. */
+	feed(&fs, 6, 1000);
+	assert_true(fs.learned);
+	uint64_t t0 = engine_now(&fs);
+	/* The data grows to 60000 blocks: about 150000 accesses a step. */
+	g_used = 60000;
+	feed(&fs, 5, 1000);
+	assert_int_equal(order_max_cycle(fs.order), 1u << 18);
+	assert_true(engine_now(&fs) >= t0 + 4096); /* the clock went on */
+	assert_true(engine_now(&fs) <= t0 + 5000);
+	feed(&fs, 6, 1000);
+	assert_true(fs.learned); /* learned again */
+	assert_int_equal(engine_cycle_len(&fs), 1000);
+	/* No growth while the data fits. */
+	feed(&fs, 10, 1000);
+	assert_int_equal(order_max_cycle(fs.order), 1u << 18);
+	pthread_mutex_unlock(&fs.lock);
+	engine_stop(&fs);
+
+	/* A fixed size stays, however large the data. */
+	memset(&fs, 0, sizeof(fs));
+	fs.conf.learn = true;
+	fs.conf.ntiers = 1;
+	fs.conf.learn_max_cycle = 4096;
+	g_used = 60000;
+	assert_int_equal(engine_init(&fs), 0);
+	pthread_mutex_lock(&fs.lock);
+	feed(&fs, 10, 1000);
+	assert_int_equal(order_max_cycle(fs.order), 4096);
+	assert_true(fs.learn_fit_done);
+	assert_true(fs.learned); /* a step that fits is still learned */
+	pthread_mutex_unlock(&fs.lock);
+	engine_stop(&fs);
+	pthread_cond_destroy(&fs.cond);
+	pthread_mutex_destroy(&fs.lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(stop_while_read),
 	    cmocka_unit_test(gap_position),
+	    cmocka_unit_test(learner_grows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
