@@ -125,27 +125,26 @@ bool engine_in_gap(struct fs *fs)
  * cache ran as plain LRU, and said nothing). A step reads and writes every
  * block of the state once, and the backward pass writes every gradient
  * block that the update then reads: about two accesses a block, and a
- * quarter more for partial blocks and strays. The blocks are those the
- * tiers hold, a block both cached and on disk counted twice: an upper
- * bound. The learner costs about 140 bytes per access it can hold, so it
- * starts small (9 MiB) and doubles as files grow, up to 2^23 (1.2 GiB,
- * about 3 TiB of state at 1 MiB blocks). Growing starts the learner
- * afresh: the blocks are usually written (the files made) before the
- * first step, so nothing learned is lost; data added later costs the
- * steps it takes to learn the cycle again. */
+ * quarter more for partial blocks and strays. The learner costs about 140 bytes per access it can
+ * hold, so it starts small (9 MiB) and doubles as files grow, up to 2^23 (1.2 GiB, about 3 TiB of
+ * state at 1 MiB blocks). Growing starts the learner afresh: the blocks are usually written (the
+ * files made) before the first step, so nothing learned is lost; data added later costs the steps
+ * it takes to learn the cycle again. */
 #define LEARN_AUTO_MIN	(1u << 16)
 #define LEARN_AUTO_MAX	(1u << 23)
 #define LEARN_FIT_EVERY 4096
 
 static uint64_t learn_need(struct fs *fs)
 {
-	uint64_t blocks = 0;
-	for (int i = 0; i < fs->conf.ntiers; i++) {
-		uint64_t used, total;
-		fs_tier_slots(fs, i, &used, &total);
-		blocks += used;
-	}
-	return blocks * 5 / 2;
+	uint64_t used, total;
+	fs_durable_slots(fs, &used, &total);
+	/* A block rewritten takes a new slot and frees its old one only at
+	 * the next commit: counted, a step would count its blocks up to
+	 * twice, and the learner grow, and start afresh, as late as step 2
+	 * (t_victimscan). The blocks whose home is RAM (a rule's gradients)
+	 * are the pinned entries; the RAM tier's other slots are copies. */
+	used = used > fs->nfreed ? used - fs->nfreed : 0;
+	return (used + fs->npinned) * 5 / 2;
 }
 
 static size_t learn_size(uint64_t need)
