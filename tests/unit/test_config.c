@@ -272,6 +272,17 @@ static void test_ram_only(void **state)
 }
 
 /* gap_plan's three values, in any case. */
+/* A RAM-only config whose [policy] section sets KEY = VALUE, loaded. */
+static int load_policy(const char *key, const char *value)
+{
+	char text[256];
+	snprintf(text, sizeof(text),
+		 "[mount]\nmetadata = @D@/meta\n[tier m]\ntype = ram\ncapacity = "
+		 "64M\n[policy]\n%s = %s\n",
+		 key, value);
+	return load(text);
+}
+
 static void test_gap_plan_values(void **state)
 {
 	(void)state;
@@ -284,12 +295,7 @@ static void test_gap_plan_values(void **state)
 		     {"AUTO", CONF_GAP_AUTO},
 		     {"off", CONF_GAP_NO}};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char text[256];
-		snprintf(text, sizeof(text),
-			 "[mount]\nmetadata = @D@/meta\n[tier m]\ntype = ram\ncapacity = "
-			 "64M\n[policy]\ngap_plan = %s\n",
-			 cases[i].v);
-		assert_int_equal(load(text), 0);
+		assert_int_equal(load_policy("gap_plan", cases[i].v), 0);
 		assert_int_equal(cfg.gap_plan, cases[i].want);
 	}
 }
@@ -302,12 +308,7 @@ static void test_learn_max_cycle_values(void **state)
 		uint64_t want;
 	} cases[] = {{"auto", 0}, {"AUTO", 0}, {"1024", 1024}, {"4194304", 4194304}};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char text[256];
-		snprintf(text, sizeof(text),
-			 "[mount]\nmetadata = @D@/meta\n[tier m]\ntype = ram\ncapacity = "
-			 "64M\n[policy]\nlearn_max_cycle = %s\n",
-			 cases[i].v);
-		assert_int_equal(load(text), 0);
+		assert_int_equal(load_policy("learn_max_cycle", cases[i].v), 0);
 		assert_int_equal(cfg.learn_max_cycle, cases[i].want);
 	}
 }
