@@ -125,11 +125,12 @@ bool engine_in_gap(struct fs *fs)
  * cache ran as plain LRU, and said nothing). A step reads and writes every
  * block of the state once, and the backward pass writes every gradient
  * block that the update then reads: about two accesses a block, and a
- * quarter more for partial blocks and strays. The learner costs about 140 bytes per access it can
- * hold, so it starts small (9 MiB) and doubles as files grow, up to 2^23 (1.2 GiB, about 3 TiB of
- * state at 1 MiB blocks). Growing starts the learner afresh: the blocks are usually written (the
- * files made) before the first step, so nothing learned is lost; data added later costs the steps
- * it takes to learn the cycle again. */
+ * quarter more for partial blocks and strays. The learner costs about 140
+ * bytes per access it can hold, so it starts small (9 MiB) and doubles as
+ * files grow, up to 2^23 (1.2 GiB, about 3 TiB of state at 1 MiB blocks).
+ * Growing starts the learner afresh: the blocks are usually written (the
+ * files made) before the first step, so nothing learned is lost; data
+ * added later costs the steps it takes to learn the cycle again. */
 #define LEARN_AUTO_MIN	(1u << 16)
 #define LEARN_AUTO_MAX	(1u << 23)
 #define LEARN_FIT_EVERY 4096
@@ -164,7 +165,7 @@ static void learner_fit(struct fs *fs)
 	if (need <= have)
 		return;
 	if (fs->conf.learn_max_cycle || have >= LEARN_AUTO_MAX) {
-		TFS_LOG("order learner: the tiers hold %llu blocks; a step that reads and "
+		TFS_LOG("order learner: the files hold %llu blocks; a step that reads and "
 			"writes them all takes about %llu block accesses, more than the "
 			"learner holds (%zu, %s): such a step is not learned, and the cache "
 			"runs it as LRU; learn_max_cycle = %llu in [policy] would hold it "
@@ -188,7 +189,7 @@ static void learner_fit(struct fs *fs)
 	order_continue(o, fs->order);
 	order_destroy(fs->order);
 	fs->order = o;
-	TFS_LOG("order learner: grown to %zu block accesses for the %llu blocks the tiers "
+	TFS_LOG("order learner: grown to %zu block accesses for the %llu blocks the files "
 		"hold (about %zu MiB)%s",
 		op.max_cycle, (unsigned long long)(need * 2 / 5), op.max_cycle * 140 >> 20,
 		fs->learned ? "; the step is learned again from here" : "");
