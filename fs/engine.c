@@ -128,9 +128,9 @@ bool engine_in_gap(struct fs *fs)
  * quarter more for partial blocks and strays. The learner costs about 140
  * bytes per access it can hold, so it starts small (9 MiB) and doubles as
  * files grow, up to 2^23 (1.2 GiB, about 3 TiB of state at 1 MiB blocks).
- * Growing starts the learner afresh: the blocks are usually written (the
- * files made) before the first step, so nothing learned is lost; data
- * added later costs the steps it takes to learn the cycle again. */
+ * The larger learner is fed the recording of the one it replaces, so a
+ * cycle learned, or half seen, goes on (order_grow). Growing is rare:
+ * each doubles the size. */
 #define LEARN_AUTO_MIN	(1u << 16)
 #define LEARN_AUTO_MAX	(1u << 23)
 #define LEARN_FIT_EVERY 4096
@@ -141,9 +141,10 @@ static uint64_t learn_need(struct fs *fs)
 	fs_durable_slots(fs, &used, &total);
 	/* A block rewritten takes a new slot and frees its old one only at
 	 * the next commit: counted, a step would count its blocks up to
-	 * twice, and the learner grow, and start afresh, as late as step 2
-	 * (t_victimscan). The blocks whose home is RAM (a rule's gradients)
-	 * are the pinned entries; the RAM tier's other slots are copies. */
+	 * twice, and the learner grow past what the data needs. The blocks
+	 * whose home is RAM (a rule's gradients) are the pinned entries; the
+	 * RAM tier's other slots are copies. Slots a commit under way frees
+	 * still count (t_victimscan grew once in a few runs). */
 	used = used > fs->nfreed ? used - fs->nfreed : 0;
 	return (used + fs->npinned) * 5 / 2;
 }
@@ -176,28 +177,23 @@ static void learner_fit(struct fs *fs)
 		fs->learn_fit_done = true;
 		return;
 	}
-	struct order_params op = {.max_cycle = learn_size(need)};
+	size_t size = learn_size(need);
 	struct order *o;
-	int rc = order_create(&op, &o);
+	int rc = order_grow(fs->order, size, &o);
 	if (rc) {
 		TFS_LOG("order learner: growing it to %zu block accesses for %llu blocks: %s; "
 			"it stays at %zu",
-			op.max_cycle, (unsigned long long)(need * 2 / 5), strerror(-rc), have);
+			size, (unsigned long long)(need * 2 / 5), strerror(-rc), have);
 		fs->learn_fit_done = true;
 		return;
 	}
-	order_continue(o, fs->order);
 	order_destroy(fs->order);
 	fs->order = o;
+	/* engine_access, which called here, sees whether it is learned */
 	TFS_LOG("order learner: grown to %zu block accesses for the %llu blocks the files "
-		"hold (about %zu MiB)%s",
-		op.max_cycle, (unsigned long long)(need * 2 / 5), op.max_cycle * 140 >> 20,
-		fs->learned ? "; the step is learned again from here" : "");
-	if (fs->learned) {
-		fs->learned = false;
-		plan_drop(fs);
-	}
-	fs->learn_fit_done = op.max_cycle >= LEARN_AUTO_MAX;
+		"hold (about %zu MiB)",
+		size, (unsigned long long)(need * 2 / 5), size * 140 >> 20);
+	fs->learn_fit_done = size >= LEARN_AUTO_MAX;
 }
 
 void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)

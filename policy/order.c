@@ -732,11 +732,30 @@ void order_destroy(struct order *o)
 	free(o);
 }
 
-void order_continue(struct order *o, const struct order *from)
+int order_grow(const struct order *from, size_t max_cycle, struct order **out)
 {
+	struct order_params p = {.max_cycle = max_cycle,
+				 .min_cycle = from->min_cycle,
+				 .window = from->window,
+				 .threshold = from->threshold,
+				 .health_window = from->hsize,
+				 .min_verify = from->min_verify};
+	if (max_cycle < from->max_cycle)
+		return -EINVAL;
+	struct order *o;
+	int rc = order_create(&p, &o);
+	if (rc)
+		return rc;
+	/* The recording is deduplicated already: each entry one access. */
+	for (size_t i = 0; i < from->len; i++)
+		order_access(o, from->rec[i], from->recw[i] != 0);
+	o->have_last = from->have_last;
+	o->last_key = from->last_key;
+	uint64_t learns = from->st.learns + (o->learned && !from->learned);
 	o->st = from->st;
-	o->st.learned = false;
-	o->st.cycle_len = 0;
+	o->st.learns = learns;
+	*out = o;
+	return 0;
 }
 
 size_t order_max_cycle(const struct order *o)

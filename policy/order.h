@@ -100,11 +100,13 @@ void order_destroy(struct order *o);
  * read (data needed) even if the first request was a write. */
 void order_access(struct order *o, uint64_t key, bool write);
 
-/* Carry FROM's clock and counters into O, a learner made to take its place
- * (a larger max_cycle, fs/engine.c): the times the cache stamped with
- * FROM's clock stay comparable with O's. O learns afresh; FROM is left as
- * it was, for the caller to destroy. */
-void order_continue(struct order *o, const struct order *from);
+/* A learner of MAX_CYCLE (at least FROM's) to take FROM's place, fed
+ * FROM's recording: a cycle FROM had learned, or had seen enough of, is
+ * learned by the new one as it returns, so growing loses no step. It goes
+ * on with FROM's clock and counters, so the times the cache stamped stay
+ * comparable. FROM is left as it was, for the caller to destroy. Returns
+ * 0, -EINVAL or -ENOMEM; O(recording) time. */
+int order_grow(const struct order *from, size_t max_cycle, struct order **out);
 size_t order_max_cycle(const struct order *o);
 
 bool order_learned(const struct order *o);

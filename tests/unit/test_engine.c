@@ -13,9 +13,9 @@
  * backward pass), not in a short one (the update's gradient reads) nor
  * among disk accesses.
  *
- * learn_max_cycle = auto: the learner grows as the tiers' blocks do, keeps
- * its clock (the cache's stamps stay comparable), learns again after
- * growing; a fixed size does not grow.
+ * learn_max_cycle = auto: the learner grows as the files' blocks do, keeps
+ * its clock (the cache's stamps stay comparable) and what it learned (fed
+ * the old recording); a fixed size does not grow.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -265,6 +265,8 @@ static void learner_grows(void **state)
 	g_used = 60000;
 	feed(&fs, 5, 1000);
 	assert_int_equal(order_max_cycle(fs.order), 1u << 18);
+	assert_true(fs.learned); /* fed the old recording: still learned */
+	assert_int_equal(engine_cycle_len(&fs), 1000);
 	assert_true(engine_now(&fs) >= t0 + 4096); /* the clock went on */
 	assert_true(engine_now(&fs) <= t0 + 5000);
 	feed(&fs, 6, 1000);
