@@ -207,10 +207,23 @@ check_survivors() {
 		fail "round $round: files written during the crash give I/O errors"
 }
 
-# ---- powerfs (t_powercut, t_slabsync): a disk that loses power ----
-# The caller sets POWERFS (the binary), BACK (its backing directory) and
+# ---- powerfs (t_powercut, t_slabsync, t_commitfit): a disk that loses power ----
+# powerfs_setup sets POWERFS (the binary), BACK (its backing directory) and
 # DISK (its mount point), and traps EXIT with powerfs_cleanup.
 PF_PID=
+
+# powerfs_setup TIER...: the disk's directories, with a directory on the
+# backing side for each tier (there before the first mount, as an admin
+# makes them; tierfs makes the metadata directory itself, and must sync it).
+powerfs_setup() {
+	POWERFS=$TESTBIN/powerfs
+	BACK=$T/back
+	DISK=$T/disk
+	local t
+	for t in "$@"; do mkdir -p "$BACK/$t"; done
+	mkdir -p "$DISK"
+	trap powerfs_cleanup EXIT
+}
 
 # powerfs_cleanup: what the EXIT trap of a powerfs test does: the mount on
 # the disk, then the disk, then the test directory.

@@ -14,11 +14,7 @@
 . "$(dirname "$0")/common.sh"
 require_tierfs
 require_cmd "$PY"
-POWERFS=$TESTBIN/powerfs
-BACK=$T/back
-DISK=$T/disk
-mkdir -p "$BACK/nvme0" "$DISK"
-trap powerfs_cleanup EXIT
+powerfs_setup nvme0
 
 default_conf | sed "s|^path = $T/nvme0$|path = $DISK/nvme0|; s|^capacity = 256M|capacity = 64M|" |
 	mount_key 'commit_interval = 1' >"$T/c.conf"

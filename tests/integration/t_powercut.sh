@@ -17,14 +17,7 @@
 . "$(dirname "$0")/common.sh"
 require_tierfs
 require_cmd "$PY" sha256sum
-POWERFS=$TESTBIN/powerfs
-BACK=$T/back
-DISK=$T/disk
-# The tier directories are there before the first mount, as an admin makes
-# them; tierfs makes the metadata directory itself, and must sync it.
-mkdir -p "$BACK/nvme0" "$BACK/nvme1" "$DISK"
-
-trap powerfs_cleanup EXIT
+powerfs_setup nvme0 nvme1
 
 # heavy_writer DIR: keep rewriting 8 files of 16 MiB, unsynced, twice what
 # the RAM tier holds, so that write-backs, slot frees and commits go on

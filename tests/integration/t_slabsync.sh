@@ -19,13 +19,8 @@
 . "$(dirname "$0")/common.sh"
 require_tierfs
 require_cmd "$PY"
-POWERFS=$TESTBIN/powerfs
-BACK=$T/back
-DISK=$T/disk
 FSYNC_MS=100
-mkdir -p "$BACK/nvme0" "$DISK"
-
-trap powerfs_cleanup EXIT
+powerfs_setup nvme0
 
 # pf_mount: the disk comes up, slow to flush, failing its flushes while
 # $T/fail exists; the next cut keeps nothing unsynced.
