@@ -18,7 +18,7 @@
 #   BENCH_DIR      work directory on the disk under test [/var/tmp/tierfs-bench]
 #   BENCH_STATE    optimizer state (fp32 param+m+v, all ranks) [2G]
 #   BENCH_RAM      RAM tier capacity [1G]
-#   BENCH_STEPS    steps after the init step [6]; the first ones warm up and are
+#   BENCH_STEPS    steps after the init step [8]; the first ones warm up and are
 #                  not averaged: steps 1 and 2, and on tierfs every step up to the
 #                  first whose update phase begins with the access order learned
 #                  (it is learned during step 2: the update averages steps 4..N)
@@ -66,7 +66,7 @@ PLOT=$ROOT/scripts/plot_bench.gp
 BENCH_DIR=${BENCH_DIR:-/var/tmp/tierfs-bench}
 BENCH_STATE=${BENCH_STATE:-2G}
 BENCH_RAM=${BENCH_RAM:-1G}
-BENCH_STEPS=${BENCH_STEPS:-6}
+BENCH_STEPS=${BENCH_STEPS:-8}
 BENCH_RANKS=${BENCH_RANKS:-1}
 BENCH_SUBGROUP=${BENCH_SUBGROUP:-}
 BENCH_PIPELINE=${BENCH_PIPELINE:-on}
