@@ -18,6 +18,8 @@
 #   BENCH_DIR      work directory on the disk under test [/var/tmp/tierfs-bench]
 #   BENCH_STATE    optimizer state (fp32 param+m+v, all ranks) [2G]
 #   BENCH_RAM      RAM tier capacity [1G]
+#   BENCH_BLOCK    the tierfs mount's block_size [1M]; a smaller one gives the
+#                  cache as many blocks as a larger machine's RAM would
 #   BENCH_STEPS    steps after the init step [8]; the first ones warm up and are
 #                  not averaged: steps 1 and 2, and on tierfs every step up to the
 #                  first whose update phase begins with the access order learned
@@ -81,7 +83,7 @@ BENCH_SKIP=${BENCH_SKIP:-}
 BENCH_TRACE=${BENCH_TRACE:-0}
 BENCH_DISK_BPS=${BENCH_DISK_BPS:-}
 CG= CG_ROOT= DISK_BPS=0 # the throttled cgroup, when BENCH_DISK_BPS is set
-BLOCK=1M
+BLOCK=${BENCH_BLOCK:-1M}
 
 say() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
