@@ -1175,11 +1175,48 @@ static bool tier_full(struct fs *fs, int t)
  * the old slot is freed only at the next commit, so such copies hold
  * slots a while; a reserve of 1/64 of the tier (at least 64 slots) stays
  * for new blocks, which would otherwise spill elsewhere or get ENOSPC. */
-static bool cow_room(struct fs *fs, int t)
+static bool cow_room_after(struct fs *fs, int t, uint64_t freed)
 {
 	uint64_t total = tier_slots_total(fs->tiers[t]);
 	uint64_t reserve = total / 64 > 64 ? total / 64 : 64;
-	return tier_slots_used(fs->tiers[t]) + reserve < total;
+	uint64_t used = tier_slots_used(fs->tiers[t]);
+	return (used > freed ? used - freed : 0) + reserve < total;
+}
+
+static bool cow_room(struct fs *fs, int t)
+{
+	return cow_room_after(fs, t, 0);
+}
+
+/* How many slots of tier T wait for a commit to come free. Lock held. */
+static uint64_t freed_on(const struct fs *fs, int t)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < fs->nfreed; i++)
+		n += fs->freed[i].tier == t;
+	return n;
+}
+
+/* Whether a commit has slots in hand that it frees once it is on disk:
+ * while one runs they are in neither fs->freed nor the held list, and
+ * the tier looks as if every slot held a live block. Lock held. */
+static bool commit_retiring(struct fs *fs)
+{
+	return commit_held() ||
+	       atomic_load(&fs->commit_began_ns) > atomic_load(&fs->commit_ended_ns);
+}
+
+/* Say once per tier that its write-backs wait for commits to free slots:
+ * each such wait is a commit in the middle of the I/O. Lock held. */
+static void log_short_once(struct fs *fs, int t)
+{
+	if (fs->short_logged & 1u << t)
+		return;
+	fs->short_logged |= 1u << t;
+	TFS_LOG("tier %s: short of free slots (fewer than 1/64 of them, or 64); write-backs "
+		"wait for the commit that frees their earlier copies' slots; a tier with "
+		"room for twice its data never waits",
+		tier_name(fs->tiers[t]));
 }
 
 /* Give block IDX of IN a slot on a persistent tier. Lock held. */
@@ -2078,9 +2115,10 @@ struct flush_io {
 	struct tier_io io;
 	struct centry *e;
 	struct flush_batch *batch;
-	bool move;   /* io.slot is a new slot on tier `to` (flush_start) */
-	uint16_t to; /* the tier written, moved or not */
-	int probe;   /* the tier whose back-off this write-back probes, or -1 */
+	bool move;     /* io.slot is a new slot on tier `to` (flush_start) */
+	uint16_t from; /* with move: the tier of the old slot (fs->moving) */
+	uint16_t to;   /* the tier written, moved or not */
+	int probe;     /* the tier whose back-off this write-back probes, or -1 */
 };
 
 static void flush_done(struct tier_io *io)
@@ -2094,6 +2132,8 @@ static void flush_done(struct tier_io *io)
 	e->flushing = false;
 	lru_restate(fs, e);
 	in->nflushing--;
+	if (f->move)
+		fs->moving[f->from]--;
 	int err = io->result;
 	unsigned t = f->to;
 	if (f->probe >= 0)
@@ -2198,28 +2238,63 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	if (!e->dirty || e->flushing || e->refs != refs)
 		return -EAGAIN;
 	struct blk *b = fs_blk(in, e->idx);
-	struct flush_io *f = calloc(1, sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	uint16_t to = b->tier;
-	uint64_t slot = b->slot;
 	/* Never over the block's durable copy: a crash between that write
 	 * and the commit of its new checksum would leave the old checksum
 	 * over new bytes, and the whole block unreadable (t_rewritecrash).
 	 * The write goes to a new slot, and the old one stays until the
 	 * commit that points the map at the new one. A block of a file
-	 * pinned elsewhere (cache_pin) moves to that tier the same way. On
-	 * a tier short of free slots, the write goes in place. */
+	 * pinned elsewhere (cache_pin) moves to that tier the same way. */
 	int dest = b->tier;
 	if (in->attr.pin_tier >= 0 && in->home >= 0 && in->home != fs->ram &&
 	    tier_persistent(fs->tiers[in->home]))
 		dest = in->home; /* set_pin sets home only after pin_tier */
+	/* A tier short of free slots gets them back from the commit that
+	 * retires the copies written back before it: that commit comes
+	 * first, here, as assign_durable's does for new blocks, and a copy
+	 * still being written is waited for, as its old slot is retired
+	 * only once it is whole. Only a tier whose slots all hold live
+	 * blocks (or whose commits fail) takes the write in place, the
+	 * last resort: otherwise a tier with room for less than twice its
+	 * data, each copy waiting up to a commit interval to be retired,
+	 * ran short between commits and wrote back in place, and a kill -9
+	 * then left blocks unreadable (t_fullrewrite: 1-4 rounds in 4). */
+	bool commit_failed = false;
+	/* Bounded: fsyncs committing back to back could keep a commit
+	 * running at every look. */
+	for (int round = 0; round < 16 && dest == b->tier && b->csum != 0 && !cow_room(fs, dest);
+	     round++) {
+		bool commit = !commit_failed &&
+			      (cow_room_after(fs, dest, freed_on(fs, dest)) || commit_retiring(fs));
+		if (!commit && !fs->moving[dest])
+			break;
+		log_short_once(fs, dest);
+		e->refs++;
+		if (commit) {
+			pthread_mutex_unlock(&fs->lock);
+			commit_failed = cache_commit(fs) != 0; /* logged */
+			pthread_mutex_lock(&fs->lock);
+		} else {
+			/* Every completion broadcasts (wake_all). */
+			pthread_cond_wait(&fs->cond, &fs->lock);
+		}
+		entry_put(fs, e);
+		if (!e->dirty || e->flushing || e->refs != refs)
+			return -EAGAIN;
+		b = fs_blk(in, e->idx);
+	}
+	struct flush_io *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	uint16_t to = b->tier;
+	uint64_t slot = b->slot;
 	/* A move to another tier needs only a free slot there: the reserve
 	 * is for rewrites on the tier itself. */
 	if (dest != b->tier || (b->csum != 0 && cow_room(fs, dest))) {
 		int64_t ns = tier_alloc(fs->tiers[dest]);
 		if (ns >= 0) {
 			f->move = true;
+			f->from = b->tier;
+			fs->moving[b->tier]++;
 			f->to = to = (uint16_t)dest;
 			slot = (uint64_t)ns;
 		}

@@ -253,6 +253,11 @@ struct fs {
 	/* Slots to free once the block map that stopped using them is committed. */
 	struct freed_slot *freed;
 	size_t nfreed, freed_cap;
+	/* Tiers whose shortness of slots was logged (bit per tier). */
+	uint32_t short_logged;
+	/* Per tier, write-backs in flight to a new slot whose old slot, on
+	 * that tier, is retired once they complete (cache.c flush_start). */
+	uint32_t moving[CONF_MAX_TIERS];
 
 	/* Flusher thread. */
 	pthread_t flusher;
