@@ -265,3 +265,25 @@ powerfs_cut() {
 	PF_PID=
 	[ $rc -eq 0 ] && grep -q '^powerfs: power cut:' "$T/pf.log"
 }
+
+# rewrite_crash_rounds CONF ROUNDS EVERY SECS: with the mount of CONF up and
+# $MNT/f made by pagegen.py init, ROUNDS times: pagegen.py rewrites $MNT/f
+# (an fsync every EVERY writes) for SECS seconds, an expression expanded
+# anew each round (e.g. '0.$((RANDOM % 4 + 2))'), the daemon is killed,
+# the mount comes back, and every page must read whole and no older than
+# acknowledged (pagegen.py check).
+rewrite_crash_rounds() {
+	local conf=$1 rounds=$2 every=$3 secs=$4 round w
+	local pagegen
+	pagegen=$(dirname "${BASH_SOURCE[0]}")/pagegen.py
+	for round in $(seq "$rounds"); do
+		"$PY" "$pagegen" write "$MNT/f" "$round" "$every" >"$T/acked$round" 2>/dev/null &
+		w=$!
+		sleep "$(eval "echo $secs")"
+		check "round $round: kill -9 while rewriting" crash_fs
+		wait $w 2>/dev/null
+		check "round $round: remount" mount_fs "$conf"
+		check "round $round: every page readable, none older than acknowledged" \
+			"$PY" "$pagegen" check "$MNT/f" "$T"/acked*
+	done
+}

@@ -43,16 +43,7 @@ CONF
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 init() { "$PY" "$PAGEGEN" init "$MNT/f"; }
 check "64 blocks written and fsync'd" init
-for round in 1 2 3 4; do
-	"$PY" "$PAGEGEN" write "$MNT/f" "$round" 64 >"$T/acked$round" 2>/dev/null &
-	w=$!
-	sleep "1.$((RANDOM % 5))"
-	check "round $round: kill -9 while rewriting" crash_fs
-	wait $w 2>/dev/null
-	check "round $round: remount" mount_fs "$T/c.conf"
-	check "round $round: every page readable, none older than acknowledged" \
-		"$PY" "$PAGEGEN" check "$MNT/f" "$T"/acked?
-done
+rewrite_crash_rounds "$T/c.conf" 4 64 '1.$((RANDOM % 5))'
 grep -q 'short of free slots' "$T/daemon.log" && ok "the tier ran short of slots (the case under test)" ||
 	fail "the tier never ran short of slots: the test does not test its case"
 check "unmount" umount_fs

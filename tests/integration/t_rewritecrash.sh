@@ -16,15 +16,6 @@ default_conf >"$T/c.conf"
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 init() { "$PY" "$PAGEGEN" init "$MNT/f"; }
 check "4 blocks written and fsync'd" init
-for round in 1 2 3 4 5 6; do
-	"$PY" "$PAGEGEN" write "$MNT/f" "$round" 1 >"$T/acked$round" 2>/dev/null &
-	w=$!
-	sleep "0.$((RANDOM % 4 + 2))"
-	check "round $round: kill -9 while rewriting" crash_fs
-	wait $w 2>/dev/null
-	check "round $round: remount" mount_fs "$T/c.conf"
-	check "round $round: every page readable, none older than acknowledged" \
-		"$PY" "$PAGEGEN" check "$MNT/f" "$T"/acked?
-done
+rewrite_crash_rounds "$T/c.conf" 6 1 '0.$((RANDOM % 4 + 2))'
 check "unmount" umount_fs
 tap_exit
