@@ -1214,8 +1214,8 @@ static void log_short_once(struct fs *fs, int t)
 		return;
 	fs->short_logged |= 1u << t;
 	TFS_LOG("tier %s: short of free slots (fewer than 1/64 of them, or 64); write-backs "
-		"wait for the commit that frees their earlier copies' slots; a tier with "
-		"room for twice its data never waits",
+		"wait for the commit that frees their earlier copies' slots, a stall in "
+		"the middle of the I/O; a tier with more room runs without",
 		tier_name(fs->tiers[t]));
 }
 
