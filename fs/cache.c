@@ -1236,9 +1236,11 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 		for (int i = 0; i < fs->conf.ntiers; i++)
 			full[i] = full[i] || !tier_persistent(fs->tiers[i]) || tier_full(fs, i);
 		int t = placement_spill(&fs->conf, &fs->stripe, pref, full);
-		if (t < 0 && (fs->nfreed || commit_held()) && !committed) {
+		if (t < 0 && (fs->nfreed || commit_retiring(fs)) && !committed) {
 			/* Slots of deleted blocks come back only once their
-			 * removal is committed: do that now rather than fail. */
+			 * removal is committed: do that now rather than fail
+			 * (and after a commit that has some in hand, which
+			 * shows none in fs->freed while it runs). */
 			committed = true;
 			pthread_mutex_unlock(&fs->lock);
 			cache_commit(fs);
@@ -1791,19 +1793,29 @@ static bool sets_aside(const struct fs *fs, const struct inode *in)
 static int reserve_range(struct fs *fs, struct inode *in, uint64_t first, uint64_t last)
 {
 	uint64_t need = 0;
-	for (uint64_t i = first; i < last; i++) {
-		const struct blk *b = fs_blk(in, i);
-		need += !b || b->tier == TIER_NONE;
+	for (int tries = 0;; tries++) {
+		need = 0;
+		for (uint64_t i = first; i < last; i++) {
+			const struct blk *b = fs_blk(in, i);
+			need += !b || b->tier == TIER_NONE;
+		}
+		if (!need)
+			return 0;
+		/* Slots freed but not yet committed count: assign_durable
+		 * commits to get them back. */
+		uint64_t used, total;
+		fs_durable_slots(fs, &used, &total);
+		if (need <= (total > used ? total - used : 0) + fs->nfreed +
+				__atomic_load_n(&g_nheld, __ATOMIC_ACQUIRE))
+			break;
+		/* A commit that runs has its frees in hand, in neither
+		 * count: wait for it (by one of our own) before saying no. */
+		if (tries || !commit_retiring(fs))
+			return -ENOSPC;
+		pthread_mutex_unlock(&fs->lock);
+		(void)cache_commit(fs);
+		pthread_mutex_lock(&fs->lock);
 	}
-	if (!need)
-		return 0;
-	/* Slots freed but not yet committed count: assign_durable commits
-	 * to get them back. */
-	uint64_t used, total;
-	fs_durable_slots(fs, &used, &total);
-	if (need > (total > used ? total - used : 0) + fs->nfreed +
-		       __atomic_load_n(&g_nheld, __ATOMIC_ACQUIRE))
-		return -ENOSPC;
 	uint64_t *took = malloc(need * sizeof(*took));
 	if (!took)
 		return -ENOMEM;
