@@ -1219,6 +1219,15 @@ static void log_short_once(struct fs *fs, int t)
 		tier_name(fs->tiers[t]));
 }
 
+/* Whether a write-back to a new slot is in flight on any tier. Lock held. */
+static bool any_moving(const struct fs *fs)
+{
+	for (int i = 0; i < fs->conf.ntiers; i++)
+		if (fs->moving[i])
+			return true;
+	return false;
+}
+
 /* Give block IDX of IN a slot on a persistent tier. Lock held. */
 static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 {
@@ -1232,6 +1241,7 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 		return -ENOSPC; /* no persistent tier at all: RAM is all there is */
 	bool full[CONF_MAX_TIERS] = {0};
 	bool committed = false;
+	int waits = 0;
 	for (int tries = 0; tries < CONF_MAX_TIERS * 2; tries++) {
 		for (int i = 0; i < fs->conf.ntiers; i++)
 			full[i] = full[i] || !tier_persistent(fs->tiers[i]) || tier_full(fs, i);
@@ -1248,6 +1258,19 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 			if (b->tier != TIER_NONE)
 				return 0;
 			memset(full, 0, sizeof(full));
+			continue;
+		}
+		if (t < 0 && any_moving(fs) && waits++ < 64) {
+			/* Copies being written back hold two slots each, the
+			 * old one retired once they are whole and committed:
+			 * wait for one (every completion broadcasts), then
+			 * commit again. */
+			pthread_cond_wait(&fs->cond, &fs->lock);
+			if (b->tier != TIER_NONE)
+				return 0;
+			committed = false;
+			memset(full, 0, sizeof(full));
+			tries--;
 			continue;
 		}
 		if (t < 0)
@@ -2262,22 +2285,26 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 		dest = in->home; /* set_pin sets home only after pin_tier */
 	/* A tier short of free slots gets them back from the commit that
 	 * retires the copies written back before it: that commit comes
-	 * first, here, as assign_durable's does for new blocks, and a copy
-	 * still being written is waited for, as its old slot is retired
-	 * only once it is whole. Only a tier whose slots all hold live
-	 * blocks (or whose commits fail) takes the write in place, the
-	 * last resort: otherwise a tier with room for less than twice its
-	 * data, each copy waiting up to a commit interval to be retired,
-	 * ran short between commits and wrote back in place, and a kill -9
+	 * first, here, as assign_durable's does for new blocks. Failing
+	 * that, the rewrite takes a slot of the reserve kept for new blocks
+	 * (below); with none free, it waits for copies still being written,
+	 * whose old slots are retired once they are whole, and commits
+	 * then. In place only when every slot holds a live block (or the
+	 * commits fail): before, a tier with room for less than twice its
+	 * data ran short between commits, each copy waiting up to a commit
+	 * interval to be retired, and wrote back in place, and a kill -9
 	 * then left blocks unreadable (t_fullrewrite: 1-4 rounds in 4). */
 	bool commit_failed = false;
 	/* Bounded: fsyncs committing back to back could keep a commit
 	 * running at every look. */
 	for (int round = 0; round < 16 && dest == b->tier && b->csum != 0 && !cow_room(fs, dest);
 	     round++) {
-		bool commit = !commit_failed &&
-			      (cow_room_after(fs, dest, freed_on(fs, dest)) || commit_retiring(fs));
-		if (!commit && !fs->moving[dest])
+		struct tier *dt = fs->tiers[dest];
+		uint64_t pending = freed_on(fs, dest);
+		bool any_free = tier_slots_used(dt) < tier_slots_total(dt);
+		bool commit = !commit_failed && (cow_room_after(fs, dest, pending) ||
+						 commit_retiring(fs) || (!any_free && pending));
+		if (!commit && (any_free || !fs->moving[dest]))
 			break;
 		log_short_once(fs, dest);
 		e->refs++;
@@ -2299,9 +2326,12 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 		return -ENOMEM;
 	uint16_t to = b->tier;
 	uint64_t slot = b->slot;
-	/* A move to another tier needs only a free slot there: the reserve
-	 * is for rewrites on the tier itself. */
-	if (dest != b->tier || (b->csum != 0 && cow_room(fs, dest))) {
+	/* A rewrite still short of slots takes one of the reserve kept for
+	 * new blocks rather than go over its durable copy: the copy it
+	 * replaces is retired by the next commit, which a new block short
+	 * of a slot commits for (assign_durable). In place only when the
+	 * tier has no free slot at all. */
+	if (dest != b->tier || b->csum != 0) {
 		int64_t ns = tier_alloc(fs->tiers[dest]);
 		if (ns >= 0) {
 			f->move = true;

@@ -5,9 +5,11 @@
 # A rewrite goes to a new slot and the old one is freed by the next commit;
 # on a tier short of free slots, a write-back over the block's durable copy
 # would leave it unreadable after a crash before the commit of its new
-# checksum, so the commit that frees the earlier copies' slots comes first.
-# Background commits are kept out of the way (commit_interval = 600): only
-# fsyncs and the tier's shortness commit.
+# checksum, so the commit that frees the earlier copies' slots comes first,
+# and where the live blocks leave less than the reserve kept for new blocks
+# free, a rewrite takes a slot of that reserve. Background commits are kept
+# out of the way (commit_interval = 600): only fsyncs and the tier's
+# shortness commit.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -15,13 +17,16 @@ require_cmd "$PY"
 
 PAGEGEN=$(dirname "$0")/pagegen.py
 
-# 64 blocks of 64K in the file, 144 slots on the disk: 64 of them the
+# 64 blocks of 64K in the file; the disk has 144 slots, 64 of them the
 # reserve for new blocks, so 16 rewrites in a row fit beside the live
-# copies before the tier runs short. RAM of 64 blocks (the least for 2
+# copies before the tier runs short, or 100, where the live blocks alone
+# leave less than the reserve free. RAM of 64 blocks (the least for 2
 # threads is 48): write-back starts with a quarter of it dirty, so the
 # rewrites keep writing back.
-mkdir -p "$T/nvme0" "$T/meta"
-cat >"$T/c.conf" <<CONF
+for slots in 144 100; do
+	rm -rf "$T/nvme0" "$T/meta"
+	mkdir -p "$T/nvme0" "$T/meta"
+	cat >"$T/c.conf" <<CONF
 [mount]
 metadata = $T/meta
 block_size = 64K
@@ -35,16 +40,19 @@ capacity = 4M
 [tier nvme0]
 type = posix
 path = $T/nvme0
-capacity = 9M
+capacity = $((slots * 64))K
 
 [policy]
 stripe = nvme0
 CONF
-mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
-init() { "$PY" "$PAGEGEN" init "$MNT/f"; }
-check "64 blocks written and fsync'd" init
-rewrite_crash_rounds "$T/c.conf" 4 64 '1.$((RANDOM % 5))'
-grep -q 'short of free slots' "$T/daemon.log" && ok "the tier ran short of slots (the case under test)" ||
-	fail "the tier never ran short of slots: the test does not test its case"
-check "unmount" umount_fs
+	: >"$T/daemon.log"
+	rm -f "$T"/acked*
+	mount_fs "$T/c.conf" || { fail "$slots slots: mount"; continue; }
+	check "$slots slots: 64 blocks written and fsync'd" "$PY" "$PAGEGEN" init "$MNT/f"
+	rewrite_crash_rounds "$T/c.conf" 4 64 '1.$((RANDOM % 5))'
+	grep -q 'short of free slots' "$T/daemon.log" &&
+		ok "$slots slots: the tier ran short of slots (the case under test)" ||
+		fail "$slots slots: the tier never ran short of slots: the test does not test its case"
+	check "$slots slots: unmount" umount_fs
+done
 tap_exit
