@@ -2330,9 +2330,15 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	 * new blocks rather than go over its durable copy: the copy it
 	 * replaces is retired by the next commit, which a new block short
 	 * of a slot commits for (assign_durable). In place only when the
-	 * tier has no free slot at all. */
+	 * tier has no free slot at all. A block that cannot move to the
+	 * tier its file is pinned to, full, is rewritten where it is the
+	 * same way. */
 	if (dest != b->tier || b->csum != 0) {
 		int64_t ns = tier_alloc(fs->tiers[dest]);
+		if (ns < 0 && dest != b->tier && b->csum != 0) {
+			dest = b->tier;
+			ns = tier_alloc(fs->tiers[dest]);
+		}
 		if (ns >= 0) {
 			f->move = true;
 			f->from = b->tier;
