@@ -1824,11 +1824,14 @@ static int reserve_range(struct fs *fs, struct inode *in, uint64_t first, uint64
 		}
 		if (!need)
 			return 0;
-		/* Slots freed but not yet committed count: assign_durable
-		 * commits to get them back. */
-		uint64_t used, total;
+		/* Slots freed but not yet committed count, and those of the
+		 * copies being written back: assign_durable commits (after
+		 * waiting for those) to get them back. */
+		uint64_t used, total, moving = 0;
 		fs_durable_slots(fs, &used, &total);
-		if (need <= (total > used ? total - used : 0) + fs->nfreed +
+		for (int t = 0; t < fs->conf.ntiers; t++)
+			moving += fs->moving[t];
+		if (need <= (total > used ? total - used : 0) + fs->nfreed + moving +
 				__atomic_load_n(&g_nheld, __ATOMIC_ACQUIRE))
 			break;
 		/* A commit that runs has its frees in hand, in neither
