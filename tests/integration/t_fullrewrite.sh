@@ -9,11 +9,12 @@
 # and where the live blocks leave less than the reserve kept for new blocks
 # free, a rewrite takes a slot of that reserve. Background commits are kept
 # out of the way (commit_interval = 600): only fsyncs and the tier's
-# shortness commit.
+# shortness commit. And a file pinned to a tier that is full: its blocks
+# cannot move there and are rewritten where they are, on new slots too.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
-require_cmd "$PY"
+require_cmd "$PY" setfattr
 
 PAGEGEN=$(dirname "$0")/pagegen.py
 
@@ -55,4 +56,46 @@ CONF
 		fail "$slots slots: the tier never ran short of slots: the test does not test its case"
 	check "$slots slots: unmount" umount_fs
 done
+
+# The pin tier, 16 slots, is filled by a file pinned there; the file under
+# test lives on the other tier, and is then pinned to the full one.
+rm -rf "$T/nvme0" "$T/meta"
+mkdir -p "$T/nvme0" "$T/nvme1" "$T/meta"
+cat >"$T/c.conf" <<CONF
+[mount]
+metadata = $T/meta
+block_size = 64K
+threads = 2
+commit_interval = 600
+
+[tier ram]
+type = ram
+capacity = 4M
+
+[tier nvme0]
+type = posix
+path = $T/nvme0
+capacity = 16M
+
+[tier nvme1]
+type = posix
+path = $T/nvme1
+capacity = 1M
+
+[policy]
+stripe = nvme0
+CONF
+: >"$T/daemon.log"
+rm -f "$T"/acked*
+mount_fs "$T/c.conf" || { fail "pin: mount"; tap_exit; exit 1; }
+fill_pinned() {
+	touch "$MNT/filler" && setfattr -n user.tierfs.pin -v nvme1 "$MNT/filler" &&
+		head -c 1M /dev/urandom >"$MNT/filler" && sync "$MNT/filler"
+}
+check "pin: a file pinned to nvme1 fills it" fill_pinned
+check "pin: 64 blocks written and fsync'd" "$PY" "$PAGEGEN" init "$MNT/f"
+check_fails "pin: pinning them to the full tier says ENOSPC" \
+	setfattr -n user.tierfs.pin -v nvme1 "$MNT/f"
+rewrite_crash_rounds "$T/c.conf" 4 64 '1.$((RANDOM % 5))'
+check "pin: unmount" umount_fs
 tap_exit
