@@ -1219,13 +1219,25 @@ static void log_short_once(struct fs *fs, int t)
 		tier_name(fs->tiers[t]));
 }
 
-/* Whether a write-back to a new slot is in flight on any tier. Lock held. */
-static bool any_moving(const struct fs *fs)
+/* Write-backs to a new slot in flight, all tiers: each old slot comes
+ * free at the commit after it completes. Lock held. */
+static uint64_t moving_slots(const struct fs *fs)
 {
+	uint64_t n = 0;
 	for (int i = 0; i < fs->conf.ntiers; i++)
-		if (fs->moving[i])
-			return true;
-	return false;
+		n += fs->moving[i];
+	return n;
+}
+
+/* cache_commit from a caller that holds fs->lock, which the commit takes
+ * itself: dropped meanwhile, so whatever the caller read under it may
+ * have changed. */
+static int commit_unlocked(struct fs *fs)
+{
+	pthread_mutex_unlock(&fs->lock);
+	int rc = cache_commit(fs);
+	pthread_mutex_lock(&fs->lock);
+	return rc;
 }
 
 /* Give block IDX of IN a slot on a persistent tier. Lock held. */
@@ -1252,15 +1264,13 @@ static int assign_durable(struct fs *fs, struct inode *in, uint64_t idx)
 			 * (and after a commit that has some in hand, which
 			 * shows none in fs->freed while it runs). */
 			committed = true;
-			pthread_mutex_unlock(&fs->lock);
-			cache_commit(fs);
-			pthread_mutex_lock(&fs->lock);
+			(void)commit_unlocked(fs);
 			if (b->tier != TIER_NONE)
 				return 0;
 			memset(full, 0, sizeof(full));
 			continue;
 		}
-		if (t < 0 && any_moving(fs) && waits++ < 64) {
+		if (t < 0 && moving_slots(fs) && waits++ < 64) {
 			/* Copies being written back hold two slots each, the
 			 * old one retired once they are whole and committed:
 			 * wait for one (every completion broadcasts), then
@@ -1827,20 +1837,16 @@ static int reserve_range(struct fs *fs, struct inode *in, uint64_t first, uint64
 		/* Slots freed but not yet committed count, and those of the
 		 * copies being written back: assign_durable commits (after
 		 * waiting for those) to get them back. */
-		uint64_t used, total, moving = 0;
+		uint64_t used, total;
 		fs_durable_slots(fs, &used, &total);
-		for (int t = 0; t < fs->conf.ntiers; t++)
-			moving += fs->moving[t];
-		if (need <= (total > used ? total - used : 0) + fs->nfreed + moving +
+		if (need <= (total > used ? total - used : 0) + fs->nfreed + moving_slots(fs) +
 				__atomic_load_n(&g_nheld, __ATOMIC_ACQUIRE))
 			break;
 		/* A commit that runs has its frees in hand, in neither
 		 * count: wait for it (by one of our own) before saying no. */
 		if (tries || !commit_retiring(fs))
 			return -ENOSPC;
-		pthread_mutex_unlock(&fs->lock);
-		(void)cache_commit(fs);
-		pthread_mutex_lock(&fs->lock);
+		(void)commit_unlocked(fs);
 	}
 	uint64_t *took = malloc(need * sizeof(*took));
 	if (!took)
@@ -2312,9 +2318,7 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 		log_short_once(fs, dest);
 		e->refs++;
 		if (commit) {
-			pthread_mutex_unlock(&fs->lock);
-			commit_failed = cache_commit(fs) != 0; /* logged */
-			pthread_mutex_lock(&fs->lock);
+			commit_failed = commit_unlocked(fs) != 0; /* logged */
 		} else {
 			/* Every completion broadcasts (wake_all). */
 			pthread_cond_wait(&fs->cond, &fs->lock);
