@@ -12,8 +12,9 @@
 #     block, is written and goes back in the background, and the
 #     background commit (commit_interval = 1) that follows syncs its slab
 #     with A's slots in hand;
-#   - in that commit, fallocate of B as large as A must succeed; and the
-#     same with D for A, and writing and fsyncing C for the fallocate.
+#   - in that commit, fallocate of B as large as A must succeed;
+#   - the same again with D in A's place, and a write and fsync of C as
+#     large as D in the fallocate's.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -30,15 +31,20 @@ powerfs_mount POWERFS_FSYNC_MS=$FSYNC_MS || { fail "powerfs mount"; tap_exit; ex
 mount_fs "$T/c.conf" || { fail "mount"; tap_exit; exit; }
 check "A: 16 MiB written and fsync'd" sh -c "head -c $((16 << 20)) /dev/urandom >'$MNT/A' && sync '$MNT/A'"
 check "A removed" rm "$MNT/A"
-check "S: one block written" sh -c "head -c $((1 << 20)) /dev/urandom >'$MNT/S'"
 
 # clean FILE: no byte of FILE waits in RAM for its write-back.
 clean() { getfattr -n user.tierfs.cached --only-values "$1" 2>/dev/null | grep -q 'dirty=0$'; }
-for i in $(seq 100); do clean "$MNT/S" && break; sleep 0.1; done
-check "S went back in the background" clean "$MNT/S"
-# The commit that follows is due within a second of the last and then
-# syncs S's slab for FSYNC_MS: this lands in it.
-sleep 1.5
+# into_commit WHAT: S (one block) is written, goes back in the background,
+# and the caller is then in the commit that follows: it is due within a
+# second of the last and syncs S's slab for FSYNC_MS.
+into_commit() {
+	check "S $1" sh -c "head -c $((1 << 20)) /dev/urandom >'$MNT/S'"
+	local i
+	for i in $(seq 100); do clean "$MNT/S" && break; sleep 0.1; done
+	check "S went back in the background" clean "$MNT/S"
+	sleep 1.5
+}
+into_commit "written: one block"
 r=$("$PY" - "$MNT/B" <<'PYEOF'
 import errno, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
@@ -54,9 +60,7 @@ grep -o 'commits=[0-9]* commit_ms=[0-9]*' "$MNT/.tierfs/stats" | sed 's/^/# /'
 check "B removed" rm "$MNT/B"
 check "D: 16 MiB written and fsync'd" sh -c "head -c $((16 << 20)) /dev/urandom >'$MNT/D' && sync '$MNT/D'"
 check "D removed" rm "$MNT/D"
-check "S rewritten" sh -c "head -c $((1 << 20)) /dev/urandom >'$MNT/S'"
-for i in $(seq 100); do clean "$MNT/S" && break; sleep 0.1; done
-sleep 1.5
+into_commit "rewritten"
 write_fsync_py
 head -c $((16 << 20)) /dev/urandom >"$T/c"
 cp "$T/c" "$MNT/C"

@@ -18,15 +18,15 @@ require_cmd "$PY" setfattr
 
 PAGEGEN=$(dirname "$0")/pagegen.py
 
-# 64 blocks of 64K in the file; the disk has 144 slots, 64 of them the
-# reserve for new blocks, so 16 rewrites in a row fit beside the live
-# copies before the tier runs short, or 100, where the live blocks alone
-# leave less than the reserve free. RAM of 64 blocks (the least for 2
-# threads is 48): write-back starts with a quarter of it dirty, so the
-# rewrites keep writing back.
-for slots in 144 100; do
-	rm -rf "$T/nvme0" "$T/meta"
+# rewrite_conf NVME0_KIB [NVME1_KIB]: a fresh tier (and metadata) of that
+# size in KiB, with a second one, not in the stripe, where given; the log
+# and the acknowledged writes of the case before are cleared. RAM of 64
+# blocks (the least for 2 threads is 48): write-back starts with a quarter
+# of it dirty, so the rewrites keep writing back.
+rewrite_conf() {
+	rm -rf "$T/nvme0" "$T/nvme1" "$T/meta" "$T"/acked*
 	mkdir -p "$T/nvme0" "$T/meta"
+	: >"$T/daemon.log"
 	cat >"$T/c.conf" <<CONF
 [mount]
 metadata = $T/meta
@@ -41,13 +41,28 @@ capacity = 4M
 [tier nvme0]
 type = posix
 path = $T/nvme0
-capacity = $((slots * 64))K
+capacity = ${1}K
 
 [policy]
 stripe = nvme0
 CONF
-	: >"$T/daemon.log"
-	rm -f "$T"/acked*
+	[ -z "${2:-}" ] && return
+	mkdir -p "$T/nvme1"
+	cat >>"$T/c.conf" <<CONF
+
+[tier nvme1]
+type = posix
+path = $T/nvme1
+capacity = ${2}K
+CONF
+}
+
+# 64 blocks of 64K in the file; the disk has 144 slots, 64 of them the
+# reserve for new blocks, so 16 rewrites in a row fit beside the live
+# copies before the tier runs short, or 100, where the live blocks alone
+# leave less than the reserve free.
+for slots in 144 100; do
+	rewrite_conf $((slots * 64))
 	mount_fs "$T/c.conf" || { fail "$slots slots: mount"; continue; }
 	check "$slots slots: 64 blocks written and fsync'd" "$PY" "$PAGEGEN" init "$MNT/f"
 	rewrite_crash_rounds "$T/c.conf" 4 64 '1.$((RANDOM % 5))'
@@ -59,34 +74,7 @@ done
 
 # The pin tier, 16 slots, is filled by a file pinned there; the file under
 # test lives on the other tier, and is then pinned to the full one.
-rm -rf "$T/nvme0" "$T/meta"
-mkdir -p "$T/nvme0" "$T/nvme1" "$T/meta"
-cat >"$T/c.conf" <<CONF
-[mount]
-metadata = $T/meta
-block_size = 64K
-threads = 2
-commit_interval = 600
-
-[tier ram]
-type = ram
-capacity = 4M
-
-[tier nvme0]
-type = posix
-path = $T/nvme0
-capacity = 16M
-
-[tier nvme1]
-type = posix
-path = $T/nvme1
-capacity = 1M
-
-[policy]
-stripe = nvme0
-CONF
-: >"$T/daemon.log"
-rm -f "$T"/acked*
+rewrite_conf $((16 << 10)) 1024
 mount_fs "$T/c.conf" || { fail "pin: mount"; tap_exit; exit 1; }
 fill_pinned() {
 	touch "$MNT/filler" && setfattr -n user.tierfs.pin -v nvme1 "$MNT/filler" &&
