@@ -262,6 +262,15 @@ uint64_t tier_idle_ns(const struct tier *t)
 	return idle;
 }
 
+unsigned tier_busy(const struct tier *t, unsigned dir)
+{
+	pthread_mutex_t *busy = (pthread_mutex_t *)&t->busy_lock; /* see tier_get_stats */
+	pthread_mutex_lock(busy);
+	unsigned n = t->busy_count[dir];
+	pthread_mutex_unlock(busy);
+	return n;
+}
+
 /* Drop one outstanding I/O. The last one is dropped under idle_lock: were it
  * dropped before taking the lock, tier_close could see zero, free t, and the
  * lock taken here would be freed memory. */

@@ -136,6 +136,9 @@ void tier_get_stats(const struct tier *t, struct tier_stats *out);
 /* How long T has had no I/O accepted and not complete: 0 while it has
  * some, UINT64_MAX if it never had any. */
 uint64_t tier_idle_ns(const struct tier *t);
+/* How many I/Os of direction DIR (tier_io_dir) T has accepted and not
+ * completed. */
+unsigned tier_busy(const struct tier *t, unsigned dir);
 /* Whether the posix tier really uses O_DIRECT (false after fallback). */
 bool tier_is_direct(const struct tier *t);
 

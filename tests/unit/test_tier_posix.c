@@ -392,9 +392,13 @@ static void test_bandwidth_cap(void **state)
 			worst = d;
 	}
 	double submitted = now_s() - t0;
-	/* About a second of writes queued under the cap: not idle. */
+	/* About a second of writes queued under the cap: not idle, and
+	 * counted as writes in flight (all but the bucket's burst), no reads. */
 	assert_int_equal(tier_idle_ns(t), 0);
+	assert_in_range(tier_busy(t, TIER_OP_WRITE), N - 4, N);
+	assert_int_equal(tier_busy(t, TIER_OP_READ), 0);
 	wait_for(&c, N);
+	assert_int_equal(tier_busy(t, TIER_OP_WRITE), 0);
 	double dt = now_s() - t0;
 	assert_int_equal(c.failed, 0);
 	assert_true(worst < 0.010);
