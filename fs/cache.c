@@ -1082,12 +1082,12 @@ static bool kept_over_due(struct fs *fs, const struct centry *v)
  * write-back of one before while the disk read nothing (the bench,
  * `BENCH_PIPELINE=off`: 8.5-9.3 s update phases once the order was
  * learned, against 5.8-6.3 s before it; reads and writes each busy 47%
- * of the time). Evicting V there instead: 7.6 and 7.8 s. In DeepSpeed's
+ * of the time). Evicting V there instead: 7.8-7.9 s. In DeepSpeed's
  * pipelined order, where the wait holds up a read stream while the
- * writes go on, reads are in flight and nothing changes (4.9 and 5.1 s
- * against 5.1-5.2 s with 1 rank, 5.2 s either way with 4; the same hit
- * ratio). Never waiting at all took the unpipelined step to 5.5 s, but
- * cost 10 points of hit ratio with 4 ranks (6.0 s against 5.2). */
+ * writes go on, reads are in flight and nothing changes (5.1 s against
+ * 5.2 with 1 rank, 5.2 s either way with 4; the same hit ratio). Never
+ * waiting at all cost 10 points of hit ratio with 4 ranks (6.0 s against
+ * 5.2). */
 static bool reads_idle(struct fs *fs, const struct centry *v)
 {
 	const struct blk *b = fs_blk(v->inode, v->idx);
