@@ -965,12 +965,21 @@ unsigned fs_persistent_queue(const struct fs *fs)
 	return max;
 }
 
-/* The blocks keep_horizon keeps at most (see there). */
-static uint64_t cache_keep_budget(struct fs *fs)
+/* RAM the cache may keep blocks in: beside the pinned ones and a slot for
+ * each write-back in flight and each FUSE worker (see keep_horizon). */
+static uint64_t cache_keep_room(struct fs *fs)
 {
 	uint64_t room = fs->cache_slots > fs->npinned ? fs->cache_slots - fs->npinned : 0;
 	uint64_t margin = fs_persistent_queue(fs) + fs->conf.threads;
 	return room > margin ? room - margin : 0;
+}
+
+/* The blocks keep_horizon keeps at most (see there), less the reserve for
+ * write bursts (wb_reserve_adjust). */
+static uint64_t cache_keep_budget(struct fs *fs)
+{
+	uint64_t room = cache_keep_room(fs);
+	return room > fs->wb_reserve ? room - fs->wb_reserve : 0;
 }
 
 uint64_t cache_plan_budget(struct fs *fs)
@@ -1011,6 +1020,50 @@ static uint64_t keep_horizon(struct fs *fs)
 	return select_kth(fs->wb_scratch, n, keep - 1);
 }
 
+/* Whether no persistent tier has a read in flight. Lock held. */
+static bool persistent_reads_idle(struct fs *fs)
+{
+	for (int i = 0; i < fs->conf.ntiers; i++)
+		if (tier_persistent(fs->tiers[i]) && tier_busy(fs->tiers[i], TIER_OP_READ))
+			return false;
+	return true;
+}
+
+/* Once a cycle, the write-burst reserve: the blocks the write-back horizon
+ * leaves out of the kept set, so that they are written back ahead and a
+ * burst of writes finds clean blocks to take. DeepSpeed without its
+ * pipeline (the default) reads a sub-group, then writes all of it, and
+ * reads nothing meanwhile; with every block of RAM kept (Belady's choice),
+ * each of those writes waited for a write-back while the disk read
+ * nothing, and the next reads found the disk writing: reads and writes
+ * took turns. A wait that began with no read in flight anywhere is such
+ * a stall; the reserve grows by the stalls of the last cycle per burst of
+ * writes in it, and shrinks by a sixteenth in a cycle without any, to at
+ * most three quarters of the room. In the pipelined order reads are in
+ * flight while the writes wait, and the reserve stays near zero. Lock
+ * held. */
+static void wb_reserve_adjust(struct fs *fs, uint64_t now)
+{
+	uint64_t n = engine_cycle_len(fs);
+	if (!n || now - fs->stall_clock < n)
+		return;
+	uint64_t reserve = fs->wb_reserve, cap = cache_keep_room(fs) / 4 * 3;
+	if (fs->idle_stalls) {
+		uint64_t runs = fs->write_runs ? fs->write_runs : 1;
+		reserve += (fs->idle_stalls + runs - 1) / runs;
+	} else {
+		reserve -= reserve / 16;
+	}
+	if (reserve > cap)
+		reserve = cap;
+	if (reserve != fs->wb_reserve) {
+		fs->wb_reserve = reserve;
+		fs->wb_horizon_ok = false;
+	}
+	fs->idle_stalls = 0;
+	fs->stall_clock = now;
+}
+
 /* keep_horizon, recomputed once the learner's clock has moved by 1/64 of
  * the entries it ranks (at least 16 accesses): the ranking shifts by about
  * one entry per access, and walking a large cache for every write-back
@@ -1020,6 +1073,7 @@ static uint64_t wb_horizon(struct fs *fs)
 	uint64_t now = engine_now(fs), every = fs->ncached / 64;
 	if (every < 16)
 		every = 16;
+	wb_reserve_adjust(fs, now);
 	if (!fs->wb_horizon_ok || now - fs->wb_horizon_at >= every) {
 		fs->wb_horizon = keep_horizon(fs);
 		fs->wb_horizon_at = now;
@@ -1102,7 +1156,7 @@ static int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, stru
 	/* Waiting for a farther block's write-back pays only while write-back
 	 * moves: a tier that is full or failing must not stall the caller for
 	 * longer than STUCK_NS. */
-	bool patient = true, waited = false;
+	bool patient = true, waited = false, stalled = false;
 	uint64_t stuck_since = 0, errs_since = 0;
 	int rc;
 	for (;;) {
@@ -1138,6 +1192,11 @@ static int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, stru
 				(unsigned long long)fs->ncached, (unsigned long long)fs->ndirty);
 			rc = -ENOSPC;
 			break;
+		}
+		if (!stalled && fs->learned && persistent_reads_idle(fs)) {
+			stalled = true;
+			fs->idle_stalls++;
+			atomic_fetch_add(&fs->stats.idle_stalls, 1);
 		}
 		uint64_t flushed = atomic_load(&fs->stats.flushes);
 		fs->reclaim_waiters++;

@@ -63,6 +63,17 @@ static void plan_build(struct fs *fs)
 	const uint64_t *keys;
 	const uint8_t *writes;
 	size_t n = order_cycle(fs->order, &keys, &writes);
+	/* Write bursts: a write to a disk-homed block after a read of one. */
+	bool was_write = true;
+	fs->write_runs = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!disk_key(keys[i], fs))
+			continue;
+		fs->write_runs += writes[i] && !was_write;
+		was_write = writes[i];
+	}
+	fs->idle_stalls = 0;
+	fs->stall_clock = order_now(fs->order);
 	if (!n || !fs->conf.keep_plan)
 		return;
 	uint64_t budget = cache_plan_budget(fs);

@@ -192,6 +192,9 @@ struct fs_stats {
 	 * time: what a RAM tier too small, or a disk too slow to write back,
 	 * costs the application. */
 	atomic_uint_fast64_t reclaim_waits, reclaim_wait_ns;
+	/* Of those waits (one per request), the ones that began with no read
+	 * in flight on any persistent tier (cache.c wb_reserve_adjust). */
+	atomic_uint_fast64_t idle_stalls;
 	/* Write-backs that failed (entry_alloc gives up on a tier that fails). */
 	atomic_uint_fast64_t flush_errors;
 };
@@ -316,6 +319,13 @@ struct fs {
 	/* The learned cycle's longest run of accesses to blocks whose home
 	 * is not a disk (the backward pass), 0 without a tail plan; lock. */
 	size_t gap_run;
+	/* Write bursts (cache.c wb_reserve_adjust), guarded by lock: the
+	 * learned cycle's runs of writes to disk-homed blocks (engine.c
+	 * plan_build); the blocks the write-back horizon leaves out of the
+	 * kept set for such a burst; the allocations that waited for RAM with
+	 * no read in flight since the learner's clock was at stall_clock. */
+	size_t write_runs;
+	uint64_t wb_reserve, idle_stalls, stall_clock;
 	uint64_t idle_short_ns;
 	uint64_t idle_from_ns;
 	uint64_t gap_ok_clock;
