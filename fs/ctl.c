@@ -334,7 +334,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	}
 	pthread_mutex_lock(&fs->lock);
 	uint64_t cached = fs->ncached, dirty = fs->ndirty, pinned = fs->npinned;
-	uint64_t reserve = fs->wb_reserve;
+	uint64_t reserve = fs->wb_reserve, runs = fs->write_runs;
 	pthread_mutex_unlock(&fs->lock);
 	uint64_t hits = atomic_load(&fs->stats.hits), misses = atomic_load(&fs->stats.misses);
 	strbuf_printf(
@@ -343,8 +343,8 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	    "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu "
 	    "flushes_reclaim=%llu flushes_kept=%llu flushes_rewritten=%llu writes_adopted=%llu "
 	    "victim_scans=%llu victim_visits=%llu reclaim_waits=%llu "
-	    "reclaim_wait_ms=%llu idle_stalls=%llu wb_reserve=%llu commits=%llu commit_ms=%llu "
-	    "commits_forced=%llu\n",
+	    "reclaim_wait_ms=%llu idle_stalls=%llu write_runs=%llu wb_reserve=%llu commits=%llu "
+	    "commit_ms=%llu commits_forced=%llu\n",
 	    (unsigned long long)cached, (unsigned long long)dirty, (unsigned long long)pinned,
 	    (unsigned long long)hits, (unsigned long long)misses,
 	    hits + misses ? (double)hits / (double)(hits + misses) : 0.0,
@@ -359,8 +359,8 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	    (unsigned long long)atomic_load(&fs->stats.victim_visits),
 	    (unsigned long long)atomic_load(&fs->stats.reclaim_waits),
 	    (unsigned long long)(atomic_load(&fs->stats.reclaim_wait_ns) / 1000000),
-	    (unsigned long long)atomic_load(&fs->stats.idle_stalls), (unsigned long long)reserve,
-	    (unsigned long long)atomic_load(&fs->stats.commits),
+	    (unsigned long long)atomic_load(&fs->stats.idle_stalls), (unsigned long long)runs,
+	    (unsigned long long)reserve, (unsigned long long)atomic_load(&fs->stats.commits),
 	    (unsigned long long)(atomic_load(&fs->stats.commit_ns) / 1000000),
 	    (unsigned long long)atomic_load(&fs->stats.commits_forced));
 	/* The in-memory inode table and the block maps loaded in it: what
