@@ -1047,9 +1047,9 @@ static bool persistent_reads_idle(struct fs *fs)
  * the pipelined order stalls one or two per burst whatever the reserve
  * (the bench: about 150 a step), and growing by one a cycle there took
  * RAM from the kept set step after step. At most half the room: where
- * the disk's writes bound the step, stalls stay whatever the reserve, and
- * on a 16-core machine the reserve grew to three quarters of the room with
- * steps 5.1 s rising to 5.7 s. Lock held. */
+ * the disk's writes bound the step, stalls stay whatever the reserve (in
+ * one run on a 16-core machine it grew to its first cap, three quarters
+ * of the room, while the steps went from 5.1 s to 5.7 s). Lock held. */
 static void wb_reserve_adjust(struct fs *fs, uint64_t now)
 {
 	uint64_t n = engine_cycle_len(fs);

@@ -192,8 +192,9 @@ struct fs_stats {
 	 * time: what a RAM tier too small, or a disk too slow to write back,
 	 * costs the application. */
 	atomic_uint_fast64_t reclaim_waits, reclaim_wait_ns;
-	/* Of those waits (one per request), the ones that began with no read
-	 * in flight on any persistent tier (cache.c wb_reserve_adjust). */
+	/* Blocks whose allocation waited with a learned order, and began to
+	 * with no read in flight on any persistent tier (cache.c
+	 * wb_reserve_adjust). */
 	atomic_uint_fast64_t idle_stalls;
 	/* Write-backs that failed (entry_alloc gives up on a tier that fails). */
 	atomic_uint_fast64_t flush_errors;
