@@ -913,6 +913,9 @@ void cache_restamp(struct fs *fs)
 					stamp(fs, e, e->inode->ino, e->idx);
 	fs->wb_horizon_ok = false;
 	fs->learn_clock = fs->clock;
+	/* The write-burst reserve counts stalls per cycle of the new one. */
+	fs->idle_stalls = 0;
+	fs->stall_clock = engine_now(fs);
 }
 
 void cache_replan(struct fs *fs)

@@ -72,8 +72,6 @@ static void plan_build(struct fs *fs)
 		fs->write_runs += writes[i] && !was_write;
 		was_write = writes[i];
 	}
-	fs->idle_stalls = 0;
-	fs->stall_clock = order_now(fs->order);
 	if (!n || !fs->conf.keep_plan)
 		return;
 	uint64_t budget = cache_plan_budget(fs);

@@ -323,8 +323,9 @@ struct fs {
 	/* Write bursts (cache.c wb_reserve_adjust), guarded by lock: the
 	 * learned cycle's runs of writes to disk-homed blocks (engine.c
 	 * plan_build); the blocks the write-back horizon leaves out of the
-	 * kept set for such a burst; the allocations that waited for RAM with
-	 * no read in flight since the learner's clock was at stall_clock. */
+	 * kept set for such a burst; the blocks whose allocation waited for
+	 * RAM with no read in flight since the learner's clock was at
+	 * stall_clock (both reset by cache_restamp). */
 	size_t write_runs;
 	uint64_t wb_reserve, idle_stalls, stall_clock;
 	uint64_t idle_short_ns;
