@@ -653,11 +653,12 @@ static uint64_t keep_until(const struct fs *fs, const struct centry *e, uint64_t
 	return t;
 }
 
-/* Stamp E, block IDX of inode INO, with the learned order's predictions. */
-static void stamp(struct fs *fs, struct centry *e, uint64_t ino, uint64_t idx)
+/* Stamp E, block IDX of the file of order id ID (fs_order_id), with the
+ * learned order's predictions. */
+static void stamp(struct fs *fs, struct centry *e, uint64_t id, uint64_t idx)
 {
-	e->next_read = engine_next_read(fs, ino, idx, &e->next_use);
-	e->plan = engine_plan(fs, ino, idx);
+	e->next_read = engine_next_read(fs, id, idx, &e->next_use);
+	e->plan = engine_plan(fs, id, idx);
 }
 
 /* Among the newest VICTIM_SCAN entries of the state-S list of each class
@@ -910,7 +911,7 @@ void cache_restamp(struct fs *fs)
 		for (int st = 0; st < LRU_NSTATES; st++)
 			for (struct centry *e = fs->lru_head[l][st]; e; e = e->next)
 				if (e->inode)
-					stamp(fs, e, e->inode->ino, e->idx);
+					stamp(fs, e, fs_order_id(e->inode), e->idx);
 	fs->wb_horizon_ok = false;
 	fs->learn_clock = fs->clock;
 	/* The write-burst reserve counts stalls per cycle of the new one. */
@@ -924,7 +925,7 @@ void cache_replan(struct fs *fs)
 		for (int st = 0; st < LRU_NSTATES; st++)
 			for (struct centry *e = fs->lru_head[l][st]; e; e = e->next)
 				if (e->inode)
-					e->plan = engine_plan(fs, e->inode->ino, e->idx);
+					e->plan = engine_plan(fs, fs_order_id(e->inode), e->idx);
 	fs->wb_horizon_ok = false;
 }
 
@@ -1627,14 +1628,14 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 		if (blen > len - got)
 			blen = len - got;
 		ents[i] = NULL;
-		engine_access(fs, in->ino, idx, false);
+		engine_access(fs, fs_order_id(in), idx, false);
 		rc = entry_get(fs, in, idx, GET_READ, &ents[i]);
 		if (rc) {
 			n = i;
 			goto out;
 		}
 		if (ents[i])
-			stamp(fs, ents[i], in->ino, idx);
+			stamp(fs, ents[i], fs_order_id(in), idx);
 		iov[i].iov_base = (char *)(ents[i] ? ents[i]->buf : fs->zero) + boff;
 		iov[i].iov_len = blen;
 		got += blen;
@@ -1707,11 +1708,11 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 		/* A partial write needs the block's data first: to the
 		 * learner it is a read, which read-ahead serves and eviction
 		 * keeps for (blocks larger than one request). */
-		engine_access(fs, in->ino, idx, mode != GET_WRITE_PART);
+		engine_access(fs, fs_order_id(in), idx, mode != GET_WRITE_PART);
 		rc = entry_get(fs, in, idx, mode, &e);
 		if (rc)
 			break;
-		stamp(fs, e, in->ino, idx);
+		stamp(fs, e, fs_order_id(in), idx);
 		/* A block being written back must not change under the write:
 		 * its checksum is computed over what goes out. */
 		while (e->flushing)
@@ -2221,7 +2222,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	if (e->pinned)
 		fs->npinned++;
 	e->next_read = e->next_use = need_at;
-	e->plan = engine_plan(fs, in->ino, idx);
+	e->plan = engine_plan(fs, fs_order_id(in), idx);
 	e->stamp = ++fs->clock;
 	b->ce = e;
 	in->nce++;

@@ -10,8 +10,10 @@
  * a cycle is learned (or after it breaks) the cache falls back to LRU and
  * the prefetcher sleeps.
  *
- * Keys are ino << 24 | block index: 16 Mi blocks per file (16 TiB with 1 MiB
- * blocks) and 2^40 inodes, which fits any optimizer state.
+ * Keys are id << 24 | block index, the id being the file's order id
+ * (fs_order_id: its inode number, or the name id of a file made here):
+ * 16 Mi blocks per file (16 TiB with 1 MiB blocks) and 2^40 ids, which
+ * fits any optimizer state.
  *
  * Locking: the learner and every field used here are guarded by fs->lock.
  */
@@ -26,9 +28,9 @@
 
 #define KEY_IDX_BITS 24
 
-static uint64_t key_of(uint64_t ino, uint64_t idx)
+static uint64_t key_of(uint64_t id, uint64_t idx)
 {
-	return ino << KEY_IDX_BITS | (idx & ((1u << KEY_IDX_BITS) - 1));
+	return id << KEY_IDX_BITS | (idx & ((1u << KEY_IDX_BITS) - 1));
 }
 
 /* Whether KEY's block goes to a disk tier: not one whose home is RAM (a
@@ -37,7 +39,7 @@ static uint64_t key_of(uint64_t ino, uint64_t idx)
 static bool disk_key(uint64_t key, void *arg)
 {
 	struct fs *fs = arg;
-	struct inode *in = fs_inode_find(fs, key >> KEY_IDX_BITS);
+	struct inode *in = fs_inode_find(fs, fs_order_id_ino(fs, key >> KEY_IDX_BITS));
 	return !in || fs_disk_homed(fs, in);
 }
 
@@ -205,7 +207,7 @@ static void learner_fit(struct fs *fs)
 	fs->learn_fit_done = size >= LEARN_AUTO_MAX;
 }
 
-void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
+void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
 {
 	if (!fs->order || idx >> KEY_IDX_BITS)
 		return;
@@ -213,7 +215,7 @@ void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
 		fs->learn_fit_at = order_now(fs->order);
 		learner_fit(fs);
 	}
-	order_access(fs->order, key_of(ino, idx), write);
+	order_access(fs->order, key_of(id, idx), write);
 	bool learned = order_learned(fs->order);
 	uint64_t count = order_learn_count(fs->order);
 	if (learned != fs->learned || (learned && count != fs->learn_count)) {
@@ -248,12 +250,12 @@ void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write)
 	}
 }
 
-uint8_t engine_plan(struct fs *fs, uint64_t ino, uint64_t idx)
+uint8_t engine_plan(struct fs *fs, uint64_t id, uint64_t idx)
 {
 	if (!fs->learned || idx >> KEY_IDX_BITS)
 		return KEEPPLAN_NONE;
 	return (uint8_t)keepplan_lookup(fs->gap_mode && fs->tail_plan ? fs->tail_plan : fs->plan,
-					key_of(ino, idx));
+					key_of(id, idx));
 }
 
 uint64_t engine_now(struct fs *fs)
@@ -274,12 +276,12 @@ size_t engine_cycle_len(struct fs *fs)
 	return fs->order && fs->learned ? order_cycle_len(fs->order) : 0;
 }
 
-uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx, uint64_t *next_use)
+uint64_t engine_next_read(struct fs *fs, uint64_t id, uint64_t idx, uint64_t *next_use)
 {
 	*next_use = UINT64_MAX;
 	if (!fs->learned || idx >> KEY_IDX_BITS)
 		return UINT64_MAX;
-	uint64_t key = key_of(ino, idx);
+	uint64_t key = key_of(id, idx);
 	uint64_t u = order_next_use(fs->order, key);
 	if (u != UINT64_MAX)
 		*next_use = order_now(fs->order) + u;
@@ -401,7 +403,8 @@ static void *prefetcher_main(void *arg)
 			 * with nothing cached, leaves the table (cache.c's
 			 * sweep), and is just the kind whose blocks to fetch. */
 			struct inode *in;
-			if (fs_inode_get(fs, keys[i] >> KEY_IDX_BITS, &in) || in->dropping ||
+			uint64_t ino = fs_order_id_ino(fs, keys[i] >> KEY_IDX_BITS);
+			if (!ino || fs_inode_get(fs, ino, &in) || in->dropping ||
 			    fs_inode_load_map(fs, in))
 				continue;
 			uint64_t idx = keys[i] & ((1u << KEY_IDX_BITS) - 1);

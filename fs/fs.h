@@ -201,6 +201,7 @@ struct fs_stats {
 };
 
 struct order;
+struct orderid_slot;
 
 struct fs {
 	struct config conf;
@@ -279,6 +280,9 @@ struct fs {
 	/* Learned access order (policy/order.h) and the prefetcher. The
 	 * learner is guarded by lock. */
 	struct order *order;
+	/* The newest file of each name id (fs/orderid.c), guarded by lock. */
+	struct orderid_slot *oid;
+	size_t oid_mask, oid_used;
 	bool learned;	      /* order_learned(), cached under lock */
 	uint64_t learn_count; /* order_learn_count() when last seen, under lock */
 	/* The learner's clock at its last size check (engine.c learner_fit),
@@ -355,7 +359,7 @@ void fs_map_free(struct inode *in);
 /* Free IN's loaded block map, which LMDB holds as it is (nothing cached,
  * pending or under way); the next use loads it again. Lock held. */
 void fs_map_unload(struct fs *fs, struct inode *in);
-void fs_inode_drop(struct fs *fs, struct inode *in); /* lock held: remove from table, free */
+void fs_inode_drop(struct fs *fs, struct inode *in); /* lock held: a deleted file: unlist, free */
 int fs_attr_to_stat(struct fs *fs, struct inode *in, struct stat *st);	/* lock held */
 int fs_inode_path(struct fs *fs, uint64_t ino, char *buf, size_t size); /* no lock needed */
 int fs_tier_of_id(struct fs *fs, uint16_t id);
@@ -450,16 +454,58 @@ uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes /* [ntier
 uint64_t fs_cached(struct fs *fs, struct inode *in, uint64_t *dirty);
 int fs_block_tier(struct fs *fs, const struct blk *b);
 
+/* orderid.c — the learner's names for files.
+ *
+ * Why not the inode number: a file replaced each step by a new one, as
+ * tierfs-update writes NAME.tmp and renames it over NAME (a crash leaves
+ * the old step or the new one whole), is a new inode every step, and a
+ * step keyed by inode numbers never repeats: the order was never learned
+ * (8 steps of 8 sub-groups, learned=no). A file made here is named by a
+ * hash of the directory and name it was created under, kept across
+ * renames: NAME.tmp's blocks are the same keys step after step, as read
+ * (the file renamed to NAME last step) and as written (this step's
+ * NAME.tmp). The learner then also knows the old file's blocks for dead
+ * once read, since the key's next access is the new file's write. Files
+ * from before the name id keep their inode number. Ids of 2^39 and up
+ * are name ids; inode numbers stay below. Two files created under one
+ * name, both kept and used each step, share a key and blur each other's
+ * predictions: a cost to speed only, never to data. */
+#define FS_NAME_ID (1ULL << 39)
+
+static inline uint64_t fs_name_id(const struct meta_inode *a)
+{
+	return ((uint64_t)a->name_hi << 32 | a->name_lo) & (FS_NAME_ID - 1);
+}
+
+static inline uint64_t fs_order_id(const struct inode *in)
+{
+	uint64_t n = fs_name_id(&in->attr);
+	return n ? FS_NAME_ID | n : in->ino;
+}
+
+/* Set A's name id from the directory and NAME it is created under. */
+void fs_name_id_set(struct meta_inode *a, uint64_t parent, const char *name);
+/* The inode of A is loaded: its name id leads to it, unless to a newer
+ * file (a higher inode number). Returns 0 or -ENOMEM. Lock held. */
+int fs_order_id_add(struct fs *fs, const struct meta_inode *a);
+/* The inode of A is deleted: its id no longer leads to it. Lock held. */
+void fs_order_id_del(struct fs *fs, const struct meta_inode *a);
+/* The inode number of order id ID: ID itself, or the newest file of a name
+ * id (0: none known). Lock held. */
+uint64_t fs_order_id_ino(struct fs *fs, uint64_t id);
+void fs_order_ids_free(struct fs *fs);
+
 /* engine.c — learned order, eviction predictions, prefetch */
 int engine_init(struct fs *fs);
 void engine_stop(struct fs *fs);
-void engine_access(struct fs *fs, uint64_t ino, uint64_t idx, bool write); /* lock held */
+/* ID is the file's order id (fs_order_id). */
+void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write); /* lock held */
 /* Predicted engine_now() of the block's next read (UINT64_MAX: unknown, or
  * overwritten first) and, in *next_use, of its next access of any kind. */
-uint64_t engine_next_read(struct fs *fs, uint64_t ino, uint64_t idx,
+uint64_t engine_next_read(struct fs *fs, uint64_t id, uint64_t idx,
 			  uint64_t *next_use); /* lock held */
 /* The keep plan's verdict on the block (enum keepplan_verdict). Lock held. */
-uint8_t engine_plan(struct fs *fs, uint64_t ino, uint64_t idx);
+uint8_t engine_plan(struct fs *fs, uint64_t id, uint64_t idx);
 /* An idle stretch of the disks ended (cache.c, "Idle disk"): read-ahead
  * judges itself afresh. What it read while the disks were idle cost
  * nothing, and the pause a window of it earned held read-ahead off the

@@ -140,6 +140,8 @@ int fs_inode_get(struct fs *fs, uint64_t ino, struct inode **out)
 		return rc;
 	if (fs->ninodes + 1 > fs->itab_size / 2 && (rc = itab_grow(fs)))
 		return rc;
+	if ((rc = fs_order_id_add(fs, &attr)))
+		return rc;
 	in = calloc(1, sizeof(*in));
 	if (!in)
 		return -ENOMEM;
@@ -158,6 +160,7 @@ int fs_inode_get(struct fs *fs, uint64_t ino, struct inode **out)
 
 void fs_inode_drop(struct fs *fs, struct inode *in)
 {
+	fs_order_id_del(fs, &in->attr);
 	struct inode **pp = &fs->itab[ihash(fs, in->ino)];
 	while (*pp && *pp != in)
 		pp = &(*pp)->hnext;

@@ -43,10 +43,14 @@ struct meta_inode {
 	uint32_t rdev;
 	int32_t pin_tier; /* tier id pinned by user.tierfs.pin, -1 none */
 	uint32_t flags;	  /* META_F_* */
-	uint32_t pad;
+	/* The low 32 bits of the file's name id (fs.h fs_order_id): a hash of
+	 * the directory and name it was created under, kept across renames;
+	 * the high bits are in name_hi. 0 in both: none (every inode a daemon
+	 * before it made, where this was padding written as 0). */
+	uint32_t name_lo;
 	int64_t atime_sec, mtime_sec, ctime_sec;
 	uint32_t atime_nsec, mtime_nsec, ctime_nsec;
-	uint32_t pad2;
+	uint32_t name_hi; /* the name id's bits 32-38 (was padding, 0) */
 };
 
 #define META_F_VOLATILE 0x1 /* persistent = no: data gone after a remount */

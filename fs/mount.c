@@ -379,4 +379,5 @@ void fs_unmount_finish(struct fs *fs)
 		}
 	}
 	free(fs->itab);
+	fs_order_ids_free(fs);
 }

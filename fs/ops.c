@@ -469,6 +469,8 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	a.rdev = (uint32_t)rdev;
 	a.pin_tier = -1;
 	a.flags = flags;
+	if (S_ISREG(mode))
+		fs_name_id_set(&a, parent, name);
 	fs_touch_mc(&a);
 	a.atime_sec = a.mtime_sec;
 	a.atime_nsec = a.mtime_nsec;

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# tierfs-update's steps through a mount are learned, and keep their bytes.
+# The updater writes each native state file whole to NAME.tmp and renames
+# it over NAME, so each step's files are new inodes: keyed by inode number
+# the order never repeated, and the cache ran the updater's steps as LRU
+# for good (learned=no after any number of steps). Files are now known to
+# the learner by the name they were created under (fs/orderid.c). The
+# updater's default order alternates (even steps run the sub-groups
+# backwards), so the cycle is two steps long.
+# The same steps on a plain directory give the bytes every state file must
+# hold on the mount, before and after a remount.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+require_tierfs
+UPD=$(dirname "$TIERFS_BIN")/tierfs-update
+[ -x "$UPD" ] || { echo "# SKIP: $UPD not built"; exit 77; }
+
+# 8 sub-groups of 2M params: 192 MiB of state and 32 MiB of gradients,
+# twice the RAM tier.
+default_conf | sed 's/^capacity = 256M$/capacity = 112M/' >"$T/c.conf"
+grep -q '^capacity = 112M$' "$T/c.conf" || { fail "config edit"; tap_exit; exit 1; }
+mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
+M=$MNT/m P=$T/plain
+INIT="--params 16M --subgroup 2M --seed 7"
+check "init on the mount" "$UPD" init "$M" $INIT
+check "init on a plain directory" "$UPD" init "$P" $INIT
+a0=$(stat_field order accesses)
+check "8 steps on the mount (alternating order, 2 kept)" "$UPD" step "$M" --steps 8 --keep 2 --threads 2
+check "8 steps on the plain directory" "$UPD" step "$P" --steps 8 --keep 2 --threads 2
+check "the updater's order is learned" test "$(stat_field order learned)" = yes
+per_step=$((($(stat_field order accesses) - a0) / 8))
+cycle=$(stat_field order cycle)
+check "the cycle is two steps long (cycle $cycle, $per_step accesses a step)" \
+	test "$cycle" -gt $((per_step * 3 / 2)) -a "$cycle" -lt $((per_step * 5 / 2))
+check "no .tmp file is left" test -z "$(find "$M" -name '*.tmp')"
+same_files() {
+	local f n=0
+	for f in "$P"/sg-*; do
+		cmp -s "$f" "$M/${f##*/}" || { echo "# ${f##*/} differs" >&2; return 1; }
+		n=$((n + 1))
+	done
+	[ $n -eq 16 ]
+}
+check "every file equals the plain directory's" same_files
+check "remount" remount "$T/c.conf"
+check "every file equals the plain directory's after a remount" same_files
+check "unmount" umount_fs
+tap_exit
