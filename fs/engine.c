@@ -141,7 +141,14 @@ bool engine_in_gap(struct fs *fs)
  * files grow, up to 2^23 (1.2 GiB, about 3 TiB of state at 1 MiB blocks).
  * The larger learner is fed the recording of the one it replaces, so a
  * cycle learned, or half seen, goes on (order_grow). Growing is rare:
- * each doubles the size. */
+ * each doubles the size.
+ * Some cycles span two steps: tierfs-update's default order runs the
+ * sub-groups backwards every other step (MLP-Offload's alternation), 3.4
+ * to 3.7 accesses a block per cycle, which a learner sized at 2.5 a block
+ * holds only where the rounding up to a power of two left room. A learner
+ * that has seen three times its length without finding a cycle is sized
+ * for twice the need, once (learn_long): the price is memory, only where
+ * the step did not repeat within one step's length. */
 #define LEARN_AUTO_MIN	(1u << 16)
 #define LEARN_AUTO_MAX	(1u << 23)
 #define LEARN_FIT_EVERY 4096
@@ -157,7 +164,13 @@ static uint64_t learn_need(struct fs *fs)
 	 * RAM tier's other slots are copies. Slots a commit under way frees
 	 * still count (t_victimscan grew once in a few runs). */
 	used = used > fs->nfreed ? used - fs->nfreed : 0;
-	return (used + fs->npinned) * 5 / 2;
+	return (used + fs->npinned) * 5 / 2 << fs->learn_long;
+}
+
+/* The blocks a need was worked out from (learn_need). */
+static uint64_t need_blocks(const struct fs *fs, uint64_t need)
+{
+	return (need >> fs->learn_long) * 2 / 5;
 }
 
 static size_t learn_size(uint64_t need)
@@ -172,8 +185,15 @@ static size_t learn_size(uint64_t need)
  * may (auto), says so once where it may not. Lock held. */
 static void learner_fit(struct fs *fs)
 {
-	uint64_t need = learn_need(fs);
 	size_t have = order_max_cycle(fs->order);
+	if (!fs->conf.learn_max_cycle && !fs->learn_long && !fs->learned &&
+	    order_now(fs->order) - fs->learn_since >= 3 * (uint64_t)have) {
+		fs->learn_long = true;
+		TFS_LOG("order learner: no cycle in %llu block accesses, three times what it "
+			"holds: sized from now on for a cycle of two steps",
+			(unsigned long long)(order_now(fs->order) - fs->learn_since));
+	}
+	uint64_t need = learn_need(fs);
 	if (need <= have)
 		return;
 	if (fs->conf.learn_max_cycle || have >= LEARN_AUTO_MAX) {
@@ -182,7 +202,7 @@ static void learner_fit(struct fs *fs)
 			"learner holds (%zu, %s): such a step is not learned, and the cache "
 			"runs it as LRU; learn_max_cycle = %llu in [policy] would hold it "
 			"(about %llu MiB)",
-			(unsigned long long)(need * 2 / 5), (unsigned long long)need, have,
+			(unsigned long long)need_blocks(fs, need), (unsigned long long)need, have,
 			fs->conf.learn_max_cycle ? "learn_max_cycle" : "the most auto takes",
 			(unsigned long long)need, (unsigned long long)(need * 140 >> 20));
 		fs->learn_fit_done = true;
@@ -194,16 +214,18 @@ static void learner_fit(struct fs *fs)
 	if (rc) {
 		TFS_LOG("order learner: growing it to %zu block accesses for %llu blocks: %s; "
 			"it stays at %zu",
-			size, (unsigned long long)(need * 2 / 5), strerror(-rc), have);
+			size, (unsigned long long)need_blocks(fs, need), strerror(-rc), have);
 		fs->learn_fit_done = true;
 		return;
 	}
 	order_destroy(fs->order);
 	fs->order = o;
+	fs->learn_since = order_now(o);
 	/* engine_access, which called here, sees whether it is learned */
 	TFS_LOG("order learner: grown to %zu block accesses for the %llu blocks the files "
-		"hold (about %zu MiB)",
-		size, (unsigned long long)(need * 2 / 5), size * 140 >> 20);
+		"hold%s (about %zu MiB)",
+		size, (unsigned long long)need_blocks(fs, need),
+		fs->learn_long ? ", a cycle of two steps" : "", size * 140 >> 20);
 	fs->learn_fit_done = size >= LEARN_AUTO_MAX;
 }
 
@@ -232,6 +254,7 @@ void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
 		} else {
 			TFS_LOG("the access order changed: back to LRU until it is relearned");
 			plan_drop(fs);
+			fs->learn_since = order_now(fs->order);
 		}
 	}
 	/* The prefetcher looks again once per request's worth of blocks (a

@@ -290,6 +290,11 @@ struct fs {
 	 * or a fixed learn_max_cycle already found short); under lock. */
 	uint64_t learn_fit_at;
 	bool learn_fit_done;
+	/* Whether auto sizes the learner for a cycle of two steps (engine.c
+	 * learn_need), and the learner's clock since when it has looked for
+	 * a cycle at its size: made or grown, or its cycle lost; under lock. */
+	bool learn_long;
+	uint64_t learn_since;
 	/* Which blocks stay in RAM across the step (policy/keepplan.h),
 	 * built when a cycle is learned; NULL without one. Under lock. */
 	struct keepplan *plan;

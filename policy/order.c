@@ -35,6 +35,13 @@
  * right cycle was dropped and relearned a step later at twice its length. */
 #define ORDER_HIST_W	     1024
 #define ORDER_DEFAULT_WINDOW 128
+/* Coarse bins, each side, for the offsets beyond +-ORDER_HIST_W that the
+ * jitter tolerance still lets match (up to a quarter of the lag). A lag
+ * off by more than the fine histogram spans matched every access there,
+ * and the median was lost: a step read forwards then backwards (a cycle of
+ * two steps, 140000 accesses) was learned as a cycle of 126584, a period
+ * whose +-12.5% reached the real one, and kept for good. */
+#define ORDER_FAR 32
 
 struct ent {
 	uint64_t key;
@@ -60,6 +67,9 @@ struct cand {
 	 * stream has an occurrence one period back; other offsets only
 	 * catch keys that occur twice per cycle). */
 	uint32_t hist[2 * ORDER_HIST_W + 1];
+	/* The offsets beyond the fine histogram, before and after it, in
+	 * ORDER_FAR equal bins out to the jitter tolerance. */
+	uint32_t far_lo[ORDER_FAR], far_hi[ORDER_FAR];
 	uint32_t start;	  /* rec position of its first check (0 once slid past) */
 	uint32_t checked; /* accesses compared so far */
 	uint32_t miss;	  /* of those, not found lag back (+-window) */
@@ -137,10 +147,25 @@ static void push_pos(struct ent *e, uint32_t p)
 	e->npos++;
 }
 
+static int64_t jitter(const struct order *o, size_t lag);
+
+/* The coarse bin of an offset of magnitude AD beyond the fine histogram,
+ * out to W, and the middle of bin J. */
+static unsigned far_bin(int64_t ad, int64_t w)
+{
+	unsigned j = (unsigned)((ad - ORDER_HIST_W - 1) * ORDER_FAR / (w - ORDER_HIST_W));
+	return j < ORDER_FAR ? j : ORDER_FAR - 1;
+}
+
+static int64_t far_mid(unsigned j, int64_t w)
+{
+	return ORDER_HIST_W + 1 + ((int64_t)(2 * j + 1) * (w - ORDER_HIST_W)) / (2 * ORDER_FAR);
+}
+
 /* Whether e occurred within +-w of position target (may be negative);
- * each such occurrence is counted in hist at its offset. */
+ * each such occurrence is counted in k's histograms at its offset. */
 static bool near(const struct order *o, const struct ent *e, int64_t target, int64_t w, bool write,
-		 uint32_t *hist)
+		 struct cand *k)
 {
 	unsigned n = e->npos < ORDER_KPOS ? e->npos : ORDER_KPOS;
 	bool found = false;
@@ -150,11 +175,43 @@ static bool near(const struct order *o, const struct ent *e, int64_t target, int
 		int64_t d = (int64_t)e->pos[j] - target;
 		if (d >= -w && d <= w) {
 			if (d >= -ORDER_HIST_W && d <= ORDER_HIST_W)
-				hist[d + ORDER_HIST_W]++;
+				k->hist[d + ORDER_HIST_W]++;
+			else if (d < 0)
+				k->far_lo[far_bin(-d, w)]++;
+			else
+				k->far_hi[far_bin(d, w)]++;
 			found = true;
 		}
 	}
 	return found;
+}
+
+/* The median offset of k's matches: exact when it lies in the fine
+ * histogram (*far false), else the middle of its coarse bin. */
+static int64_t median_offset(const struct order *o, const struct cand *k, bool *far)
+{
+	int64_t w = jitter(o, k->lag);
+	uint64_t total = 0, run = 0;
+	for (int64_t d = 0; d <= 2 * ORDER_HIST_W; d++)
+		total += k->hist[d];
+	for (unsigned j = 0; j < ORDER_FAR; j++)
+		total += k->far_lo[j] + k->far_hi[j];
+	*far = false;
+	if (!total)
+		return 0;
+	for (unsigned j = ORDER_FAR; j-- > 0;)
+		if (2 * (run += k->far_lo[j]) >= total) {
+			*far = true;
+			return -far_mid(j, w);
+		}
+	for (int64_t d = 0; d <= 2 * ORDER_HIST_W; d++)
+		if (2 * (run += k->hist[d]) >= total)
+			return d - ORDER_HIST_W;
+	*far = true;
+	for (unsigned j = 0; j < ORDER_FAR; j++)
+		if (2 * (run += k->far_hi[j]) >= total)
+			return far_mid(j, w);
+	return far_mid(ORDER_FAR - 1, w);
 }
 
 /* How far an access of a cycle of length LAG may stray from its place one
@@ -457,7 +514,7 @@ static void record(struct order *o, uint64_t key, bool write)
 		if (!k->used)
 			continue;
 		k->checked++;
-		if (!near(o, e, (int64_t)i - k->lag, jitter(o, k->lag), write, k->hist))
+		if (!near(o, e, (int64_t)i - k->lag, jitter(o, k->lag), write, k))
 			k->miss++;
 		size_t span = k->lag > o->min_verify ? k->lag : o->min_verify;
 		if ((double)k->miss > (1.0 - o->threshold) * (double)span) {
@@ -538,18 +595,23 @@ static void record(struct order *o, uint64_t key, bool write)
 		 * missed the period by 17 of 1024. A copy too short lacks reads
 		 * (blocks that look dead), one too long has accesses twice. */
 		struct cand *k = &o->cand[confirmed];
-		uint64_t total = 0, run = 0;
-		for (int64_t d = 0; d <= 2 * ORDER_HIST_W; d++)
-			total += k->hist[d];
-		int64_t best = ORDER_HIST_W;
-		for (int64_t d = 0; total && d <= 2 * ORDER_HIST_W; d++) {
-			run += k->hist[d];
-			if (2 * run >= total) {
-				best = d;
-				break;
-			}
+		bool far;
+		int64_t lag = (int64_t)k->lag - median_offset(o, k, &far);
+		if (far) {
+			/* Off by more than the fine histogram spans: check the
+			 * coarse estimate afresh, where the fine one finds the
+			 * exact period; a period longer than the learner holds
+			 * is not learned (a cut of it would be a wrong cycle,
+			 * kept for good). */
+			if (lag < (int64_t)o->min_cycle || lag > (int64_t)o->max_cycle)
+				k->used = false;
+			else
+				*k = (struct cand){.used = true,
+						   .lag = (uint32_t)lag,
+						   .start = (uint32_t)i,
+						   .checked = 0};
+			return;
 		}
-		int64_t lag = (int64_t)k->lag - (best - ORDER_HIST_W);
 		if (lag < (int64_t)o->min_cycle)
 			lag = (int64_t)o->min_cycle;
 		if (lag > (int64_t)o->max_cycle)
@@ -561,6 +623,8 @@ static void record(struct order *o, uint64_t key, bool write)
 		k->miss = 0;
 		k->checked = 0;
 		memset(k->hist, 0, sizeof(k->hist));
+		memset(k->far_lo, 0, sizeof(k->far_lo));
+		memset(k->far_hi, 0, sizeof(k->far_hi));
 	}
 }
 

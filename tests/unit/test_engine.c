@@ -307,12 +307,71 @@ static void learner_grows(void **state)
 	pthread_mutex_destroy(&fs.lock);
 }
 
+/* One step of N keys forwards, the next backwards: the order repeats
+ * every two steps (tierfs-update's default). */
+static unsigned g_alt_steps;
+
+static void feed_alternating(struct fs *fs, int steps, uint64_t n)
+{
+	for (int step = 0; step < steps; step++, g_alt_steps++)
+		for (uint64_t b = 0; b < n; b++)
+			engine_access(fs, 1, g_alt_steps % 2 ? n - 1 - b : b, false);
+}
+
+static void learner_long_cycle(void **state)
+{
+	(void)state;
+	static struct fs fs;
+	memset(&fs, 0, sizeof(fs));
+	fs.conf.learn = true;
+	fs.conf.prefetch_depth = 0;
+	fs.conf.ntiers = 1;
+	assert_int_equal(pthread_mutex_init(&fs.lock, NULL), 0);
+	assert_int_equal(pthread_cond_init(&fs.cond, NULL), 0);
+	/* 30000 blocks: sized for 75000 accesses, 131072. A step of 70000,
+	 * two steps 140000: more than it holds. */
+	g_used = 30000;
+	assert_int_equal(engine_init(&fs), 0);
+	pthread_mutex_lock(&fs.lock);
+	assert_int_equal(order_max_cycle(fs.order), 1u << 17);
+	feed_alternating(&fs, 5, 70000); /* 350000 accesses, under 3 x 131072 */
+	assert_false(fs.learned);
+	assert_false(fs.learn_long);
+	assert_int_equal(order_max_cycle(fs.order), 1u << 17);
+	feed_alternating(&fs, 1, 70000);
+	assert_true(fs.learn_long);
+	assert_int_equal(order_max_cycle(fs.order), 1u << 18);
+	for (int step = 0; step < 8 && !fs.learned; step++)
+		feed_alternating(&fs, 1, 70000);
+	assert_true(fs.learned);
+	/* Two steps, less the repeat that collapses at each turn. */
+	assert_int_equal(engine_cycle_len(&fs), 139998);
+	pthread_mutex_unlock(&fs.lock);
+	engine_stop(&fs);
+
+	/* A step that repeats within its length never makes it long. */
+	memset(&fs, 0, sizeof(fs));
+	fs.conf.learn = true;
+	fs.conf.ntiers = 1;
+	assert_int_equal(engine_init(&fs), 0);
+	pthread_mutex_lock(&fs.lock);
+	feed(&fs, 12, 70000);
+	assert_true(fs.learned);
+	assert_false(fs.learn_long);
+	assert_int_equal(order_max_cycle(fs.order), 1u << 17);
+	pthread_mutex_unlock(&fs.lock);
+	engine_stop(&fs);
+	pthread_cond_destroy(&fs.cond);
+	pthread_mutex_destroy(&fs.lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(stop_while_read),
 	    cmocka_unit_test(gap_position),
 	    cmocka_unit_test(learner_grows),
+	    cmocka_unit_test(learner_long_cycle),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
