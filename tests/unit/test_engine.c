@@ -243,19 +243,26 @@ static void feed(struct fs *fs, int steps, uint64_t blocks)
 			engine_access(fs, 1, b, false);
 }
 
+/* An engine with learn_max_cycle = auto over USED disk blocks, no
+ * prefetcher; returns with the lock held. */
+static void learner_setup(struct fs *fs, uint64_t used)
+{
+	memset(fs, 0, sizeof(*fs));
+	fs->conf.learn = true;
+	fs->conf.prefetch_depth = 0;
+	fs->conf.ntiers = 1;
+	assert_int_equal(pthread_mutex_init(&fs->lock, NULL), 0);
+	assert_int_equal(pthread_cond_init(&fs->cond, NULL), 0);
+	g_used = used;
+	assert_int_equal(engine_init(fs), 0);
+	pthread_mutex_lock(&fs->lock);
+}
+
 static void learner_grows(void **state)
 {
 	(void)state;
 	static struct fs fs;
-	memset(&fs, 0, sizeof(fs));
-	fs.conf.learn = true;
-	fs.conf.prefetch_depth = 0;
-	fs.conf.ntiers = 1;
-	assert_int_equal(pthread_mutex_init(&fs.lock, NULL), 0);
-	assert_int_equal(pthread_cond_init(&fs.cond, NULL), 0);
-	g_used = 100;
-	assert_int_equal(engine_init(&fs), 0);
-	pthread_mutex_lock(&fs.lock);
+	learner_setup(&fs, 100);
 	assert_int_equal(order_max_cycle(fs.order), 1u << 16);
 	/* A cycle of 1000 accesses, learned at the smallest size. */
 	feed(&fs, 6, 1000);
@@ -322,17 +329,9 @@ static void learner_long_cycle(void **state)
 {
 	(void)state;
 	static struct fs fs;
-	memset(&fs, 0, sizeof(fs));
-	fs.conf.learn = true;
-	fs.conf.prefetch_depth = 0;
-	fs.conf.ntiers = 1;
-	assert_int_equal(pthread_mutex_init(&fs.lock, NULL), 0);
-	assert_int_equal(pthread_cond_init(&fs.cond, NULL), 0);
 	/* 30000 blocks: sized for 75000 accesses, 131072. A step of 70000,
 	 * two steps 140000: more than it holds. */
-	g_used = 30000;
-	assert_int_equal(engine_init(&fs), 0);
-	pthread_mutex_lock(&fs.lock);
+	learner_setup(&fs, 30000);
 	assert_int_equal(order_max_cycle(fs.order), 1u << 17);
 	feed_alternating(&fs, 5, 70000); /* 350000 accesses, under 3 x 131072 */
 	assert_false(fs.learned);
@@ -349,12 +348,11 @@ static void learner_long_cycle(void **state)
 	pthread_mutex_unlock(&fs.lock);
 	engine_stop(&fs);
 
+	pthread_cond_destroy(&fs.cond);
+	pthread_mutex_destroy(&fs.lock);
+
 	/* A step that repeats within its length never makes it long. */
-	memset(&fs, 0, sizeof(fs));
-	fs.conf.learn = true;
-	fs.conf.ntiers = 1;
-	assert_int_equal(engine_init(&fs), 0);
-	pthread_mutex_lock(&fs.lock);
+	learner_setup(&fs, 30000);
 	feed(&fs, 12, 70000);
 	assert_true(fs.learned);
 	assert_false(fs.learn_long);
