@@ -8,14 +8,16 @@
 #   3. the updater over one synthetic model (native layout, bf16 gradients,
 #      alternating order, keep 2), --device cpu and --device cuda, on a plain
 #      directory of the local disk and on a tierfs mount over that disk with
-#      a RAM tier of half the state.
+#      a RAM tier of half the state. The mount learns the alternating order
+#      (a cycle of two steps) in about its fifth step: the steps after it
+#      are the learned figures (3 steps, the default before, never got there).
 # Runs from a built tree (`make`); the work directory is removed at the end.
-#   scripts/gpu_figures.sh [PARAMS] [STEPS]      (defaults 256M, 3)
+#   scripts/gpu_figures.sh [PARAMS] [STEPS]      (defaults 256M, 8)
 #   GPU_DIR  where the model and the mount go (default /var/tmp)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=$PWD/build
-PARAMS=${1:-256M} STEPS=${2:-3}
+PARAMS=${1:-256M} STEPS=${2:-8}
 U=$B/tierfs-update
 W=$(mktemp -d "${GPU_DIR:-/var/tmp}/tierfs-gpu.XXXXXX") || exit 1
 MNT=$W/mnt PID=
