@@ -31,17 +31,25 @@ trap cleanup EXIT
 
 # write_conf FILE: a default config (RAM tier + one directory tier) from
 # the rest of the arguments appended as extra lines.
-default_conf() {
-	mkdir -p "$T/nvme0" "$T/meta"
+# conf_head BLOCK_SIZE RAM: [mount] with the test's metadata directory and
+# a RAM tier, the start of every config here.
+conf_head() {
 	cat <<CONF
 [mount]
 metadata = $T/meta
-block_size = 1M
+block_size = $1
 
 [tier ram]
 type = ram
-capacity = 256M
+capacity = $2
 
+CONF
+}
+
+default_conf() {
+	mkdir -p "$T/nvme0" "$T/meta"
+	conf_head 1M 256M
+	cat <<CONF
 [tier nvme0]
 type = posix
 path = $T/nvme0

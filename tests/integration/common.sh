@@ -37,15 +37,8 @@ require_cmd() {
 two_tier_conf() {
 	local bs=$1; shift
 	mkdir -p "$T/nvme0" "$T/nvme1" "$T/meta"
+	conf_head "$bs" 256M
 	cat <<CONF
-[mount]
-metadata = $T/meta
-block_size = $bs
-
-[tier ram]
-type = ram
-capacity = 256M
-
 [tier nvme0]
 type = posix
 path = $T/nvme0
@@ -101,6 +94,35 @@ crash_fs() {
 # mount_key 'KEY = VALUE': a filter adding a [mount] key to a config from
 # default_conf or two_tier_conf (after its block_size line).
 mount_key() { sed "s/^\(block_size = .*\)$/\1\n$1/"; }
+
+# replay_conf BLOCK_SIZE RAM [LINE...]: the bench's setup for tierfs-replay,
+# small: a RAM tier of RAM, one disk tier (nvme0), the gradient files kept
+# in RAM by a rule (not persistent), and each LINE added to [policy], the
+# last section. mount_key and nvme0_key add keys to the others.
+replay_conf() {
+	local bs=$1 ram=$2 l
+	shift 2
+	mkdir -p "$T/nvme0" "$T/meta"
+	conf_head "$bs" "$ram"
+	cat <<CONF
+[tier nvme0]
+type = posix
+path = $T/nvme0
+capacity = 4G
+
+[rule gradients]
+match = *_gradient_*.tensor.swp
+tier = ram
+persistent = no
+
+[policy]
+stripe = nvme0
+CONF
+	for l in "$@"; do echo "$l"; done
+}
+
+# nvme0_key 'KEY = VALUE': a filter adding a key to replay_conf's nvme0.
+nvme0_key() { sed "s|^\(path = $T/nvme0\)$|\1\n$1|"; }
 
 # mount_shimmed NAME CONF: mount_fs with BUILD/tests/lib/NAME.so (from
 # tests/integration/preload/) preloaded into the daemon, after a check that

@@ -14,31 +14,9 @@ require_tierfs
 REPLAY=$(dirname "$TIERFS_BIN")/tierfs-replay
 [ -x "$REPLAY" ] || { echo "# SKIP: $REPLAY not built"; exit 77; }
 
-mkdir -p "$T/nvme0" "$T/meta"
 # 96 MiB of state in 8 sub-groups and 32 MiB of gradients (in RAM by the
 # rule); RAM for the gradients and about half the state.
-cat >"$T/c.conf" <<CONF
-[mount]
-metadata = $T/meta
-block_size = 256K
-
-[tier ram]
-type = ram
-capacity = 80M
-
-[tier nvme0]
-type = posix
-path = $T/nvme0
-capacity = 2G
-
-[policy]
-stripe = nvme0
-
-[rule gradients]
-match = *_gradient_*.tensor.swp
-tier = ram
-persistent = no
-CONF
+replay_conf 256K 80M >"$T/c.conf"
 mount_fs "$T/c.conf" || { fail "mount"; tap_exit; exit 1; }
 check "5 steps with 2 s of compute each: content verified" \
 	"$REPLAY" --dir "$MNT" --state-size 96M --steps 5 --compute 2 --verify

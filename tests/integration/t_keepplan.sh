@@ -13,37 +13,13 @@ require_cmd getfattr
 REPLAY=$(dirname "$TIERFS_BIN")/tierfs-replay
 [ -x "$REPLAY" ] || { echo "# SKIP: $REPLAY not built"; exit 77; }
 
-mkdir -p "$T/nvme0" "$T/meta"
 # 96 MiB of state in 8 sub-groups (48 blocks of 256 KiB each) and 32 MiB
 # of gradients (128 blocks, in RAM by the rule); RAM for them and 176
 # blocks more, of which the plan gets 96 (25% of the state): the rest is
 # for requests in flight and read-ahead (cache_plan_budget).
-cat >"$T/c.conf" <<CONF
-[mount]
-metadata = $T/meta
-block_size = 256K
-flush_interval = 60
-
-[tier ram]
-type = ram
-capacity = 76M
-
-[tier nvme0]
-type = posix
-path = $T/nvme0
-capacity = 2G
-
-[policy]
-stripe = nvme0
 # The idle time after the steps would be used to write everything back,
 # and the kept blocks are looked at then.
-gap_plan = no
-
-[rule gradients]
-match = *_gradient_*.tensor.swp
-tier = ram
-persistent = no
-CONF
+replay_conf 256K 76M "gap_plan = no" | mount_key "flush_interval = 60" >"$T/c.conf"
 mount_fs "$T/c.conf" || { fail "mount"; tap_exit; exit 1; }
 # user.tierfs.cached itself, before any order is learned (nothing is written
 # back on its own for a minute, flush_interval): 4 blocks and a partial

@@ -14,31 +14,7 @@ require_tierfs
 REPLAY=$(dirname "$TIERFS_BIN")/tierfs-replay
 [ -x "$REPLAY" ] || { echo "# SKIP: $REPLAY not built"; exit 77; }
 
-mkdir -p "$T/nvme0" "$T/meta"
-conf() { # RAM_SIZE
-	cat <<CONF
-[mount]
-metadata = $T/meta
-block_size = 1M
-
-[tier ram]
-type = ram
-capacity = $1
-
-[tier nvme0]
-type = posix
-path = $T/nvme0
-capacity = 4G
-
-[policy]
-stripe = nvme0
-
-[rule gradients]
-match = *_gradient_*.tensor.swp
-tier = ram
-persistent = no
-CONF
-}
+conf() { replay_conf 1M "$1"; } # RAM_SIZE
 
 # 1. RAM (64 MiB) smaller than one sub-group (96 MiB of param+m+v + 32 MiB
 #    of gradients): 4 steps, every file verified.

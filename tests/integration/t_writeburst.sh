@@ -13,37 +13,12 @@ require_tierfs
 REPLAY=$(dirname "$TIERFS_BIN")/tierfs-replay
 [ -x "$REPLAY" ] || { echo "# SKIP: $REPLAY not built"; exit 77; }
 
-mkdir -p "$T/nvme0" "$T/meta"
 # The bench's shape at an eighth of its size: 256 MiB of state in 8
 # sub-groups (32 blocks of 1 MiB each) and 85 MiB of gradients, which the
 # rule keeps in RAM; 43 MiB of RAM for state.
-cat >"$T/c.conf" <<CONF
-[mount]
-metadata = $T/meta
-block_size = 1M
-
-[tier ram]
-type = ram
-capacity = 128M
-
-[tier nvme0]
-type = posix
-path = $T/nvme0
-capacity = 2G
-max_bandwidth = 48M/s
-
-[policy]
-stripe = nvme0
-gap_plan = no
 # No read-ahead: at this disk speed it reads the next sub-group through
 # the write bursts (on the bench it reads 64 blocks of a 256-block one).
-prefetch_depth = 0
-
-[rule gradients]
-match = *_gradient_*.tensor.swp
-tier = ram
-persistent = no
-CONF
+replay_conf 1M 128M "gap_plan = no" "prefetch_depth = 0" | nvme0_key "max_bandwidth = 48M/s" >"$T/c.conf"
 mount_fs "$T/c.conf" || { fail "mount"; tap_exit; exit 1; }
 check "3 steps of the replay without its pipeline" "$REPLAY" --dir "$MNT" --state-size 256M \
 	--steps 3 --pipeline off
