@@ -137,9 +137,13 @@ for round in 1 2 3; do
 	check "round $round: the power goes ($keep% of unsynced pages kept)" pf_cut
 	lost=$(cut_lost)
 	echo "# round $round: the cut undid ${lost:-?} pages"
-	# In round 3 the fsyncs sync the tiers every few ms, and the cut may
-	# find nothing to undo.
-	[ $round -lt 3 ] && check "round $round: the cut undid writes (the test tests something)" test "${lost:-0}" -gt 0
+	# How much is unsynced at the cut is up to the timing of write-back and
+	# of the background commits, which sync the tiers: over 58 runs of the
+	# suite round 1 undid 2 to 94000 pages, round 2 0 to 61000 (0 once, in
+	# a CI run), round 3 0 to 314. Round 1 keeps no unsynced page, so its
+	# cut shows that powerfs undoes what was not synced: the test tests
+	# something. The later rounds' cuts may find nothing to undo.
+	[ $round -eq 1 ] && check "round 1: the cut undid writes (the test tests something)" test "${lost:-0}" -gt 0
 	pf_mount 0 0 || { fail "round $round: powerfs remount"; break; }
 	if mount_fs "$T/c.conf"; then
 		ok "round $round: daemon starts cleanly after the power cut"
