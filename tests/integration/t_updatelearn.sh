@@ -24,14 +24,22 @@ M=$MNT/m P=$T/plain
 INIT="--params 16M --subgroup 2M --seed 7"
 check "init on the mount" "$UPD" init "$M" $INIT
 check "init on a plain directory" "$UPD" init "$P" $INIT
-a0=$(stat_field order accesses)
-check "8 steps on the mount (alternating order, 2 kept)" "$UPD" step "$M" --steps 8 --keep 2 --threads 2
-check "8 steps on the plain directory" "$UPD" step "$P" --steps 8 --keep 2 --threads 2
-check "the updater's order is learned" test "$(stat_field order learned)" = yes
-per_step=$((($(stat_field order accesses) - a0) / 8))
-cycle=$(stat_field order cycle)
-check "the cycle is two steps long (cycle $cycle, $per_step accesses a step)" \
-	test "$cycle" -gt $((per_step * 3 / 2)) -a "$cycle" -lt $((per_step * 5 / 2))
+# learned_steps ORDER STEPS LOW HIGH [OPTION...]: 8 steps in ORDER on the
+# mount and on the plain directory; the mount learns a cycle of more than
+# LOW and less than HIGH quarters of a step's accesses.
+learned_steps() {
+	local order=$1 steps=$2 lo=$3 hi=$4 a0 per cycle
+	shift 4
+	a0=$(stat_field order accesses)
+	check "8 $order steps on the mount" "$UPD" step "$M" --steps 8 --order "$order" --threads 2 "$@"
+	check "8 $order steps on the plain directory" "$UPD" step "$P" --steps 8 --order "$order" --threads 2 "$@"
+	check "the $order order is learned" test "$(stat_field order learned)" = yes
+	per=$((($(stat_field order accesses) - a0) / 8))
+	cycle=$(stat_field order cycle)
+	check "its cycle is $steps (cycle $cycle, $per accesses a step)" \
+		test "$cycle" -gt $((per * lo / 4)) -a "$cycle" -lt $((per * hi / 4))
+}
+learned_steps alternating "two steps" 6 10 --keep 2
 check "no .tmp file is left" test -z "$(find "$M" -name '*.tmp')"
 same_files() {
 	local f n=0
@@ -48,14 +56,7 @@ check "every file equals the plain directory's after a remount" same_files
 # remount: a cycle of one step. (On the same mount the two-step cycle
 # stays: an ascending step is about 410 accesses and the old cycle 445,
 # within the learner's tolerance, so it is never found broken.)
-a0=$(stat_field order accesses)
-check "8 ascending steps on the mount" "$UPD" step "$M" --steps 8 --order ascending --threads 2
-check "8 ascending steps on the plain directory" "$UPD" step "$P" --steps 8 --order ascending --threads 2
-check "the ascending order is learned" test "$(stat_field order learned)" = yes
-per_step=$((($(stat_field order accesses) - a0) / 8))
-cycle=$(stat_field order cycle)
-check "its cycle is one step (cycle $cycle, $per_step accesses a step)" \
-	test "$cycle" -gt $((per_step * 3 / 4)) -a "$cycle" -lt $((per_step * 5 / 4))
+learned_steps ascending "one step" 3 5
 check "every file equals the plain directory's after the ascending steps" same_files
 check "unmount" umount_fs
 tap_exit
