@@ -319,6 +319,17 @@ static bool dirty_over(const struct fs *fs)
 	return dirty > room * fs->conf.dirty_ratio / 100;
 }
 
+/* Evict E, a victim: counted, and counted apart where the keep plan meant
+ * it to stay until a read still to come (stats.evictions_kept). Lock held. */
+static void entry_evict(struct fs *fs, struct centry *e)
+{
+	atomic_fetch_add(&fs->stats.evictions, 1);
+	if (fs->learned && e->plan == KEEPPLAN_KEEP && e->next_read != UINT64_MAX &&
+	    e->next_read >= engine_stale_before(fs))
+		atomic_fetch_add(&fs->stats.evictions_kept, 1);
+	entry_drop(fs, e);
+}
+
 static bool evictable(const struct centry *e, bool allow_pinned)
 {
 	return e->refs == 0 && e->state == CE_VALID && !e->dirty && !e->flushing &&
@@ -1181,8 +1192,7 @@ static int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, stru
 		     kept_over_due(fs, v)))
 			v = NULL;
 		if (v) {
-			atomic_fetch_add(&fs->stats.evictions, 1);
-			entry_drop(fs, v);
+			entry_evict(fs, v);
 			continue;
 		}
 		bool flushable = any_flushable(fs);
@@ -1192,8 +1202,7 @@ static int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, stru
 			 * up. */
 			v = lru_victim(fs, UINT64_MAX);
 			if (v) {
-				atomic_fetch_add(&fs->stats.evictions, 1);
-				entry_drop(fs, v);
+				entry_evict(fs, v);
 				continue;
 			}
 		}
@@ -1511,6 +1520,7 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 		if (mode == GET_WRITE_HEAD && in->attr.size != size0)
 			mode = GET_WRITE_PART;
 		uint16_t tier = b->tier;
+		uint32_t len = b->pages * TIER_IO_ALIGN;
 		uint64_t slot = b->slot, csum = b->csum;
 		bool written = tier != TIER_NONE && (csum != 0 || b->ce == NULL);
 		pthread_mutex_unlock(&fs->lock);
@@ -1520,7 +1530,7 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 		} else {
 			atomic_fetch_add(&fs->stats.misses, 1);
 			rc = tier_rw(fs->tiers[tier], TIER_OP_READ, TIER_PRIO_DEMAND, slot, e->buf,
-				     &csum);
+				     len, &csum);
 		}
 		pthread_mutex_lock(&fs->lock);
 		if (rc) {
@@ -2204,8 +2214,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 			free(p);
 			return -ENOSPC; /* everything cached is needed sooner */
 		}
-		atomic_fetch_add(&fs->stats.evictions, 1);
-		entry_drop(fs, v);
+		entry_evict(fs, v);
 		rc = entry_new(fs, &e);
 	}
 	if (rc) {
@@ -2234,6 +2243,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	p->io.prio = TIER_PRIO_PREFETCH;
 	p->io.slot = b->slot;
 	p->io.csum = b->csum;
+	p->io.len = b->pages * TIER_IO_ALIGN;
 	p->io.buf = e->buf;
 	p->io.done = prefetch_done;
 	rc = submit_unlocked(fs, fs->tiers[b->tier], &p->io);
@@ -2314,9 +2324,11 @@ static void flush_done(struct tier_io *io)
 		}
 		g_wb[t].failed = 0;
 		atomic_fetch_add(&fs->stats.flushes, 1);
-		atomic_fetch_add(&fs->stats.flush_bytes, fs->bs);
-		if (!f->move)
+		atomic_fetch_add(&fs->stats.flush_bytes, io->len);
+		if (!f->move) {
 			b->csum = io->csum; /* in place: the slot holds the new bytes */
+			b->pages = io->len < fs->bs ? io->len / TIER_IO_ALIGN : 0;
+		}
 		b->unwritten = false;
 		if (pend_add(in->ino, e->idx))
 			err = -ENOMEM;
@@ -2339,6 +2351,7 @@ static void flush_done(struct tier_io *io)
 			b->tier = f->to;
 			b->slot = io->slot;
 			b->csum = io->csum;
+			b->pages = io->len < fs->bs ? io->len / TIER_IO_ALIGN : 0;
 		}
 		e->written_back = !e->dirty;
 		unsigned t = b->tier; /* where the new bytes are, moved or not */
@@ -2352,6 +2365,25 @@ static void flush_done(struct tier_io *io)
 	wake_all(fs);
 	pthread_mutex_unlock(&fs->lock);
 	free(f);
+}
+
+/* The bytes a write-back of IN's block IDX moves: up to EOF, rounded up
+ * to TIER_IO_ALIGN, where EOF cuts the block (the rest is zeros, which the
+ * read puts back: tiers/tier.h); 0, the whole block. A file whose size is
+ * not a multiple of the block size paid a whole block's read and write
+ * every step for its last one: with 4 ranks on the bench, 96 files of
+ * 21.3 MiB moved 64 MiB more each way per step than their bytes (3% of
+ * the step's disk I/O). The size cannot grow past the bytes written
+ * without the block itself changing: a write to it dirties it, and bytes
+ * past EOF are zeros (a shrink zeroes them first), so a larger size later
+ * reads zeros there either way. Lock held. */
+static uint32_t durable_len(const struct fs *fs, const struct inode *in, uint64_t idx)
+{
+	uint64_t start = idx * fs->bs, size = in->attr.size;
+	if (size <= start || size - start >= fs->bs)
+		return 0;
+	uint64_t len = (size - start + TIER_IO_ALIGN - 1) / TIER_IO_ALIGN * TIER_IO_ALIGN;
+	return len < fs->bs ? (uint32_t)len : 0;
 }
 
 /* Start writing back E. Lock held; returns with it held. The entry must be
@@ -2469,6 +2501,7 @@ static int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batc
 	f->io.prio = prio;
 	f->io.slot = slot;
 	f->io.buf = e->buf;
+	f->io.len = durable_len(fs, in, e->idx);
 	f->io.done = flush_done;
 	/* A rejected write-back is reported through batch->err by flush_done. */
 	submit_unlocked(fs, fs->tiers[to], &f->io);
@@ -2710,6 +2743,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 			recs[i].flags = b->csum == 0 ? META_B_UNWRITTEN : 0;
 			recs[i].slot = b->slot;
 			recs[i].csum = b->csum;
+			recs[i].pages = b->pages;
 			/* Written back since the last good sync of its tier. */
 			need_sync |= in->wb_first[b->tier] != 0;
 		}

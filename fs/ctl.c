@@ -341,7 +341,8 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	    &sb,
 	    "cache blocks=%llu dirty=%llu pinned=%llu hits=%llu misses=%llu "
 	    "hit_ratio=%.4f evictions=%llu flushes=%llu flush_bytes=%llu "
-	    "flushes_reclaim=%llu flushes_kept=%llu flushes_rewritten=%llu writes_adopted=%llu "
+	    "flushes_reclaim=%llu flushes_kept=%llu evictions_kept=%llu flushes_rewritten=%llu "
+	    "writes_adopted=%llu "
 	    "victim_scans=%llu victim_visits=%llu reclaim_waits=%llu "
 	    "reclaim_wait_ms=%llu idle_stalls=%llu write_runs=%llu wb_reserve=%llu commits=%llu "
 	    "commit_ms=%llu commits_forced=%llu\n",
@@ -353,6 +354,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	    (unsigned long long)atomic_load(&fs->stats.flush_bytes),
 	    (unsigned long long)atomic_load(&fs->stats.flushes_reclaim),
 	    (unsigned long long)atomic_load(&fs->stats.flushes_kept),
+	    (unsigned long long)atomic_load(&fs->stats.evictions_kept),
 	    (unsigned long long)atomic_load(&fs->stats.flushes_rewritten),
 	    (unsigned long long)atomic_load(&fs->stats.writes_adopted),
 	    (unsigned long long)atomic_load(&fs->stats.victim_scans),

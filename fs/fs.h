@@ -45,6 +45,7 @@ struct blk {
 	 * (META_B_UNWRITTEN). Means something only while csum is 0: see
 	 * fs_blk_unwritten. */
 	bool unwritten;
+	uint32_t pages; /* meta_block.pages of the durable copy: 0, the whole block */
 	uint64_t slot;
 	uint64_t csum;
 	struct centry *ce; /* cached copy or NULL */
@@ -175,6 +176,9 @@ struct fs_stats {
 	 * in RAM (kept_wb_limit in cache.c): each is a disk write the keep
 	 * plan meant to save, paid because a caller waited for RAM. */
 	atomic_uint_fast64_t flushes_kept;
+	/* Evictions of blocks the keep plan keeps, before the read it keeps
+	 * them for: each is a disk read the plan meant to save. */
+	atomic_uint_fast64_t evictions_kept;
 	/* Metadata commits of write-backs and their time: each waits for the
 	 * metadata disk (LMDB syncs its data pages). */
 	atomic_uint_fast64_t commits, commit_ns;

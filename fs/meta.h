@@ -63,7 +63,11 @@ struct meta_inode {
 struct meta_block {
 	uint16_t tier_id;
 	uint16_t flags; /* META_B_* (was padding, always 0, before fallocate set it) */
-	uint32_t pad2;
+	/* TIER_IO_ALIGN units written from the block's start, the rest zeros
+	 * (a file's last block, up to EOF); 0, the whole block. Padding, so
+	 * 0, before partial writes: a daemon from then reads such a block
+	 * whole and fails its checksum (-EIO), never returns bad bytes. */
+	uint32_t pages;
 	uint64_t slot;
 	uint64_t csum;
 };

@@ -3,8 +3,8 @@
  * generic tier layer (tier.c) that backends may use. Private to tiers/.
  *
  * tier.c owns everything common to every kind (validation, slot bitmap,
- * checksums, stats, blocking wrapper); a backend moves whole blocks between
- * io->buf and its slot, schedules them (queue_depth, priority, the
+ * checksums, stats, blocking wrapper); a backend moves io->len bytes
+ * from the block's start between io->buf and its slot, schedules them (queue_depth, priority, the
  * max_bandwidth cap; posix uses sched.h) without blocking the submitter, and
  * reports each result through tier_io_complete().
  */

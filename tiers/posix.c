@@ -613,7 +613,7 @@ static bool submit_ring(struct posix_tier *pt, const char *what)
 /* Queue the rest of io (io->result bytes already moved). sq_lock held. */
 static int issue(struct posix_tier *pt, struct tier_io *io)
 {
-	uint32_t bs = pt->t->block_size;
+	uint64_t bs = pt->t->block_size;
 	uint64_t idx = io->slot / pt->slots_per_slab;
 	int fd = __atomic_load_n(&pt->fds[idx], __ATOMIC_ACQUIRE);
 	uint64_t done = (uint64_t)io->result;
@@ -626,9 +626,9 @@ static int issue(struct posix_tier *pt, struct tier_io *io)
 	}
 	char *buf = (char *)io->buf + done;
 	if (io->op == TIER_OP_READ)
-		io_uring_prep_read(sqe, fd, buf, (unsigned)(bs - done), off);
+		io_uring_prep_read(sqe, fd, buf, (unsigned)(io->len - done), off);
 	else
-		io_uring_prep_write(sqe, fd, buf, (unsigned)(bs - done), off);
+		io_uring_prep_write(sqe, fd, buf, (unsigned)(io->len - done), off);
 	io_uring_sqe_set_data(sqe, io);
 	submit_ring(pt, io->op == TIER_OP_READ ? "read" : "write");
 	return 0;
@@ -764,7 +764,7 @@ static void handle_cqe(struct posix_tier *pt, struct tier_io *io, int res)
 	if (res == -EAGAIN || res == -EINTR || res > 0) {
 		if (res > 0)
 			io->result += res;
-		if ((uint32_t)io->result == t->block_size) {
+		if ((uint32_t)io->result == io->len) {
 			finish(pt, io, 0);
 			return;
 		}

@@ -79,9 +79,9 @@ static int ram_submit(struct tier *t, struct tier_io *io)
 	/* The cache often hands us the slot's own memory: nothing to move. */
 	if (io->buf != slot) {
 		if (io->op == TIER_OP_WRITE)
-			memcpy(slot, io->buf, t->block_size);
+			memcpy(slot, io->buf, io->len);
 		else
-			memcpy(io->buf, slot, t->block_size);
+			memcpy(io->buf, slot, io->len);
 	}
 	tier_io_complete(io, 0);
 	return 0;

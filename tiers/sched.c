@@ -21,6 +21,7 @@ int sched_init(struct sched *s, const struct sched_params *p)
 	s->limit = p->limit;
 	s->starve_after = p->starve_after ? p->starve_after : SCHED_STARVE_DEFAULT;
 	s->max_wait_ns = p->max_wait_ns;
+	s->io_bytes = p->io_bytes;
 	for (int d = 0; d < 2; d++) {
 		uint64_t cap = p->max_bandwidth[d];
 		if (!cap)
@@ -157,8 +158,13 @@ struct tier_io *sched_pop(struct sched *s, uint64_t now_ns, uint64_t *wait_ns)
 	struct tier_io *io = s->head[c];
 	unsigned d = tier_io_dir(io);
 	if (s->cost_ns[d]) {
+		/* A file's last block may move less than a block (tier_io.len):
+		 * the cap is on bytes. */
+		uint64_t cost = s->cost_ns[d];
+		if (io->len && io->len < s->io_bytes)
+			cost = (uint64_t)((unsigned __int128)cost * io->len / s->io_bytes);
 		uint64_t tat = s->tat_ns[d] > now_ns ? s->tat_ns[d] : now_ns;
-		s->tat_ns[d] = tat + s->cost_ns[d];
+		s->tat_ns[d] = tat + (cost ? cost : 1);
 	}
 	s->head[c] = io->next;
 	if (!s->head[c])

@@ -64,6 +64,7 @@ struct sched {
 	uint64_t max_wait_ns;
 	/* One bucket per enum tier_op. */
 	uint64_t cost_ns[2];  /* ns of budget one I/O consumes (0 = no cap) */
+	uint32_t io_bytes;    /* what an I/O of cost_ns moves (sched_params) */
 	uint64_t burst_ns[2]; /* bucket depth expressed in ns */
 	uint64_t tat_ns[2];   /* GCRA theoretical arrival time */
 	struct sched_stats st;

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack (tier_checksum_block) */
 #include <xxhash.h>
 #if defined(__x86_64__) || defined(__i386__)
 /* Debian's libxxhash carries XXH3's runtime dispatch: the same hash, with
@@ -128,6 +129,23 @@ int tier_sync_dir(const char *dir)
 uint64_t tier_checksum(const void *buf, size_t len)
 {
 	return XXH3_64bits(buf, len);
+}
+
+uint64_t tier_checksum_block(const void *buf, size_t len, size_t block_size)
+{
+	if (len >= block_size)
+		return XXH3_64bits(buf, block_size);
+	static const char zeros[64 * 1024];
+	XXH3_state_t st;
+	/* XXH3's streaming result equals the one-shot hash of the same bytes. */
+	XXH3_64bits_reset(&st);
+	XXH3_64bits_update(&st, buf, len);
+	for (size_t left = block_size - len; left;) {
+		size_t n = left < sizeof(zeros) ? left : sizeof(zeros);
+		XXH3_64bits_update(&st, zeros, n);
+		left -= n;
+	}
+	return XXH3_64bits_digest(&st);
 }
 
 static const struct tier_backend *backend_for(enum tier_kind kind)
@@ -292,6 +310,15 @@ int tier_submit(struct tier *t, struct tier_io *io)
 {
 	if (!io || !io->buf || !io->done || (io->op != TIER_OP_READ && io->op != TIER_OP_WRITE))
 		return -EINVAL;
+	if (io->len % TIER_IO_ALIGN || io->len > t->block_size) {
+		tier_log(t,
+			 "slot %" PRIu64 ": I/O of %" PRIu32
+			 " bytes: not a multiple of %u up to the %" PRIu32 "-byte block",
+			 io->slot, io->len, TIER_IO_ALIGN, t->block_size);
+		return -EINVAL;
+	}
+	if (!io->len)
+		io->len = t->block_size;
 	if (io->slot >= t->slots_total) {
 		tier_log(t, "slot %" PRIu64 ": beyond the %" PRIu64 " slots of the tier", io->slot,
 			 t->slots_total);
@@ -301,7 +328,7 @@ int tier_submit(struct tier *t, struct tier_io *io)
 	io->next = NULL;
 	io->result = 0;
 	if (io->op == TIER_OP_WRITE && t->checksummed)
-		io->csum = tier_checksum(io->buf, t->block_size);
+		io->csum = tier_checksum_block(io->buf, io->len, t->block_size);
 	io->submit_ns = tier_now_ns();
 	__atomic_add_fetch(&t->outstanding, 1, __ATOMIC_ACQ_REL);
 	unsigned dir = tier_io_dir(io);
@@ -319,6 +346,8 @@ void tier_io_complete(struct tier_io *io, int result)
 {
 	struct tier *t = io->tier;
 	struct tier_stats *s = &t->stats;
+	if (result == 0 && io->op == TIER_OP_READ && io->len < t->block_size)
+		memset((char *)io->buf + io->len, 0, t->block_size - io->len);
 	if (result == 0 && io->op == TIER_OP_READ && t->checksummed) {
 		uint64_t got = tier_checksum(io->buf, t->block_size);
 		if (got != io->csum) {
@@ -335,11 +364,11 @@ void tier_io_complete(struct tier_io *io, int result)
 		__atomic_add_fetch(&s->errors, 1, __ATOMIC_RELAXED);
 	} else if (io->op == TIER_OP_READ) {
 		__atomic_add_fetch(&s->reads, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&s->bytes_read, t->block_size, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->bytes_read, io->len, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&s->read_ns, dt, __ATOMIC_RELAXED);
 	} else {
 		__atomic_add_fetch(&s->writes, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&s->bytes_written, t->block_size, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->bytes_written, io->len, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&s->write_ns, dt, __ATOMIC_RELAXED);
 	}
 	io->result = result;
@@ -365,7 +394,7 @@ static void rw_done(struct tier_io *io)
 }
 
 int tier_rw(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot, void *buf,
-	    uint64_t *csum)
+	    uint32_t len, uint64_t *csum)
 {
 	struct rw_wait w = {.done = false};
 	pthread_mutex_init(&w.lock, NULL);
@@ -375,6 +404,7 @@ int tier_rw(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot,
 	    .prio = prio,
 	    .slot = slot,
 	    .buf = buf,
+	    .len = len,
 	    .csum = (op == TIER_OP_READ && csum) ? *csum : 0,
 	    .done = rw_done,
 	    .priv = &w,

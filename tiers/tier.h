@@ -44,6 +44,10 @@ enum tier_prio {
 	TIER_PRIO_WRITEBACK = 3, /* background write-back */
 };
 
+/* What a partial I/O's length is a multiple of (O_DIRECT's alignment on
+ * 4 KiB-sector devices). */
+#define TIER_IO_ALIGN 4096u
+
 struct tier;
 struct tier_io;
 typedef void (*tier_io_cb)(struct tier_io *io);
@@ -53,7 +57,14 @@ struct tier_io {
 	enum tier_op op;
 	enum tier_prio prio;
 	uint64_t slot;
-	void *buf;     /* page-aligned, block_size bytes, full block always moves */
+	void *buf; /* page-aligned, block_size bytes */
+	/* Bytes moved from the block's start: a multiple of TIER_IO_ALIGN, at
+	 * most block_size; 0, the whole block (tier_submit sets that). The
+	 * rest of a block is zeros: a read fills it in, and the checksum
+	 * counts it as zeros whatever buf holds there, so that a file's last
+	 * block moves its bytes up to EOF only and reads back with the
+	 * checksum of the whole block. */
+	uint32_t len;
 	uint64_t csum; /* READ: expected checksum (ignored by RAM); WRITE: set on completion */
 	tier_io_cb done;
 	void *priv;
@@ -109,10 +120,11 @@ void tier_close(struct tier *t);
  * called). Slot must be < tier_slots_total(). */
 int tier_submit(struct tier *t, struct tier_io *io);
 
-/* Blocking convenience around tier_submit. For WRITE, *csum receives the
- * block's checksum; for READ, *csum is the expected one. Returns io result. */
+/* Blocking convenience around tier_submit, LEN as tier_io.len. For WRITE,
+ * *csum receives the block's checksum; for READ, *csum is the expected
+ * one. Returns io result. */
 int tier_rw(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot, void *buf,
-	    uint64_t *csum);
+	    uint32_t len, uint64_t *csum);
 
 /* Make every write that has completed so far durable (fdatasync on posix;
  * a no-op on RAM). Returns 0 or -errno. */
@@ -157,6 +169,9 @@ int tier_posix_held(const char *dir, uint64_t *bytes);
 
 /* The checksum the codec uses, for callers that need to compute one. */
 uint64_t tier_checksum(const void *buf, size_t len);
+/* The checksum of a block_size block whose bytes from LEN on are zeros,
+ * whatever BUF holds there: tier_checksum(buf, block_size) when they are. */
+uint64_t tier_checksum_block(const void *buf, size_t len, size_t block_size);
 
 /* fsync the directory DIR and the one holding it, so that the files made in
  * DIR and DIR itself survive a power loss (a file's own fsync does not

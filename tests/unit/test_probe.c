@@ -89,7 +89,7 @@ static void probe_and_check(uint64_t nblocks, uint64_t bytes, uint64_t expect_bl
 	uint64_t csum;
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(tier_alloc(t), i);
-	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 1, buf, &csum), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 1, buf, 0, &csum), 0);
 	struct tier_stats before, after;
 	tier_get_stats(t, &before);
 
@@ -114,7 +114,7 @@ static void probe_and_check(uint64_t nblocks, uint64_t bytes, uint64_t expect_bl
 	assert_int_equal(after.errors, 0);
 	/* Slots given back; the block already there is intact. */
 	assert_int_equal(tier_slots_used(t), 3);
-	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 1, back, &csum), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 1, back, 0, &csum), 0);
 	assert_memory_equal(back, buf, BS);
 	/* Freed means allocatable again, from the lowest. */
 	assert_int_equal(tier_alloc(t), 3);

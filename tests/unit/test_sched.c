@@ -243,6 +243,35 @@ static void test_bandwidth_cap(void **state)
 	assert_true(st.throttled > 0);
 }
 
+/* The cap is on bytes: I/Os of half a block (a file's last block up to
+ * EOF, tier_io.len) go twice as often as whole ones. */
+static void test_bandwidth_cap_partial(void **state)
+{
+	(void)state;
+	struct sched s;
+	struct sched_params p = {
+	    .limit = 100, .max_bandwidth = {8192000, 0}, .io_bytes = 8192, .burst_bytes = 8192};
+	assert_int_equal(sched_init(&s, &p), 0);
+	struct tier_io io[41];
+	for (int i = 0; i < 41; i++) {
+		init_io(&io[i], TIER_PRIO_DEMAND, (uint64_t)i);
+		io[i].len = 4096;
+		sched_push(&s, &io[i]);
+	}
+	uint64_t now = 1000000000ull, t0 = now, wait = 0;
+	for (int got = 0; got < 41;) {
+		if (sched_pop(&s, now, &wait)) {
+			got++;
+			sched_done(&s);
+			continue;
+		}
+		assert_true(wait > 0);
+		now += wait;
+	}
+	/* The first passes at once; 40 more at 0.5 ms each: 19..21 ms. */
+	assert_in_range(now - t0, 19000000ull, 21000000ull);
+}
+
 /* Reads and writes each have their own bucket, as io.max's rbps and wbps:
  * 40 reads and 40 writes at 1 I/O per ms each take about 40 ms, not the 80
  * one shared bucket would take, and a throttled read at the head of the
@@ -360,6 +389,7 @@ int main(void)
 	    cmocka_unit_test(test_time_aging),
 	    cmocka_unit_test(test_time_aging_oldest_first),
 	    cmocka_unit_test(test_bandwidth_cap),
+	    cmocka_unit_test(test_bandwidth_cap_partial),
 	    cmocka_unit_test(test_caps_per_direction),
 	    cmocka_unit_test(test_throttled_class_not_aged),
 	};

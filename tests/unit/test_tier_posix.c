@@ -235,9 +235,9 @@ static void test_demand_first(void **state)
 	}
 	/* The block the demand read will fetch. */
 	uint64_t csum;
-	assert_int_equal(
-	    tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, DEMAND, data + (size_t)DEMAND * BS, &csum),
-	    0);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, DEMAND,
+				 data + (size_t)DEMAND * BS, 0, &csum),
+			 0);
 
 	struct tier_io ios[N + 1];
 	struct order o;
@@ -421,7 +421,7 @@ static void test_bandwidth_cap(void **state)
 	/* And a read-back through the same cap still works (timer path). */
 	char *back = aligned_alloc(4096, BS);
 	uint64_t csum = ios[5].csum;
-	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 5, back, &csum), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 5, back, 0, &csum), 0);
 	assert_memory_equal(back, data + 5 * BS, BS);
 	tier_get_stats(t, &later);
 	assert_true(later.busy_ns[TIER_OP_READ] > 0);
@@ -452,7 +452,7 @@ static void test_caps_timer_moves_earlier(void **state)
 	}
 	uint64_t csum = 0;
 	assert_int_equal(
-	    tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, NW, data + (size_t)NW * BS, &csum), 0);
+	    tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, NW, data + (size_t)NW * BS, 0, &csum), 0);
 	usleep(50 * 1000); /* the write bucket refills */
 	/* The read burst (queue_depth reads) passes; the 9th arms the timer
 	 * for about a second. */
@@ -620,9 +620,9 @@ static void test_rw_checksum_mismatch(void **state)
 	fill(buf, 42);
 	uint64_t slot = 21, csum = 0;
 	assert_int_equal(tier_reserve(t, slot), 0);
-	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, slot, buf, &csum), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, slot, buf, 0, &csum), 0);
 	assert_true(csum == tier_checksum(buf, BS));
-	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, slot, out, &csum), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, slot, out, 0, &csum), 0);
 	assert_memory_equal(out, buf, BS);
 	assert_int_equal(tier_sync(t), 0);
 
@@ -636,7 +636,7 @@ static void test_rw_checksum_mismatch(void **state)
 	assert_int_equal(fsync(fd), 0);
 	close(fd);
 
-	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, slot, out, &csum), -EIO);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, slot, out, 0, &csum), -EIO);
 	struct tier_stats st;
 	tier_get_stats(t, &st);
 	assert_int_equal(st.csum_errors, 1);
@@ -644,7 +644,7 @@ static void test_rw_checksum_mismatch(void **state)
 	assert_int_equal(st.reads, 1);
 	/* A wrong expected checksum is caught the same way. */
 	uint64_t wrong = csum ^ 1;
-	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 0, out, &wrong), -EIO);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 0, out, 0, &wrong), -EIO);
 	tier_close(t);
 	free(buf);
 	free(out);
@@ -681,11 +681,13 @@ static void test_slab_ahead(void **state)
 	uint64_t csum[4 * (SLAB / BS)];
 	for (unsigned i = 0; i < 4 * (SLAB / BS); i++) {
 		fill(buf, i);
-		assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, i, buf, &csum[i]), 0);
+		assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, i, buf, 0, &csum[i]),
+				 0);
 	}
 	for (unsigned i = 0; i < 4 * (SLAB / BS); i++) {
 		fill(buf, i);
-		assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, i, got, &csum[i]), 0);
+		assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, i, got, 0, &csum[i]),
+				 0);
 		assert_memory_equal(got, buf, BS);
 	}
 	tier_close(t);
@@ -705,7 +707,7 @@ static void test_reopen(void **state)
 		fill(data + (size_t)i * BS, (unsigned)i + 7);
 		assert_int_equal(tier_alloc(t), i);
 		assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_WRITEBACK, (uint64_t)i,
-					 data + (size_t)i * BS, &csum[i]),
+					 data + (size_t)i * BS, 0, &csum[i]),
 				 0);
 	}
 	assert_int_equal(tier_sync(t), 0);
@@ -719,7 +721,7 @@ static void test_reopen(void **state)
 	for (int i = N - 1; i >= 0; i--) {
 		assert_int_equal(tier_reserve(t, (uint64_t)i), 0);
 		assert_int_equal(
-		    tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, (uint64_t)i, out, &csum[i]), 0);
+		    tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, (uint64_t)i, out, 0, &csum[i]), 0);
 		assert_memory_equal(out, data + (size_t)i * BS, BS);
 	}
 	tier_close(t);
@@ -793,7 +795,7 @@ static void test_capacity(void **state)
 	assert_int_equal(count_slabs(), 0);
 	char *buf = aligned_alloc(4096, BS);
 	fill(buf, 1);
-	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 10, buf, NULL), -ERANGE);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 10, buf, 0, NULL), -ERANGE);
 	assert_int_equal(tier_reserve(t, 10), -ERANGE);
 	for (int i = 0; i < 10; i++)
 		assert_true(tier_alloc(t) >= 0);
@@ -809,7 +811,7 @@ static void test_capacity(void **state)
 	snprintf(path, sizeof(path), "%s/tier.info", dir);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 9, buf, NULL), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 9, buf, 0, NULL), 0);
 	tier_close(t);
 
 	/* Slab size must be a multiple of the block size. */
@@ -841,8 +843,8 @@ static void test_tmpfs_direct(void **state)
 	char *buf = aligned_alloc(4096, BS), *out = aligned_alloc(4096, BS);
 	fill(buf, 3);
 	uint64_t csum;
-	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 3, buf, &csum), 0);
-	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 3, out, &csum), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 3, buf, 0, &csum), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 3, out, 0, &csum), 0);
 	assert_memory_equal(out, buf, BS);
 	tier_close(t);
 
@@ -859,11 +861,53 @@ static void test_tmpfs_direct(void **state)
 	p.direct = 0;
 	assert_int_equal(tier_open(&p, &t), 0);
 	assert_false(tier_is_direct(t));
-	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 3, out, &csum), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 3, out, 0, &csum), 0);
 	assert_memory_equal(out, buf, BS);
 	tier_close(t);
 	free(buf);
 	free(out);
+}
+
+/* A file's last block moves its bytes up to EOF only (tier_io.len): the
+ * checksum is the whole block's with the rest zeros, whatever the buffer
+ * holds there, and a read of that length fills the rest with zeros. A
+ * longer stale tail in the slot, from the slot's last user, must not
+ * show. */
+static void test_partial_len(void **state)
+{
+	(void)state;
+	struct tier *t = open_posix(32);
+	char *buf = aligned_alloc(4096, BS), *out = aligned_alloc(4096, BS);
+	char *want = aligned_alloc(4096, BS);
+	uint64_t slot = 7, csum = 0, full = 0;
+	assert_int_equal(tier_reserve(t, slot), 0);
+	fill(buf, 9); /* the slot's last user: a whole block */
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, slot, buf, 0, &full), 0);
+	fill(buf, 10); /* bytes past 8 KiB stand for garbage past EOF */
+	memcpy(want, buf, 8192);
+	memset(want + 8192, 0, BS - 8192);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, slot, buf, 8192, &csum), 0);
+	assert_true(csum == tier_checksum(want, BS));
+	assert_true(csum == tier_checksum_block(buf, 8192, BS));
+	memset(out, 0x5a, BS);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, slot, out, 8192, &csum), 0);
+	assert_memory_equal(out, want, BS);
+	/* Read whole, the slot's stale tail fails the checksum: never
+	 * returned as the block's bytes. */
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, slot, out, 0, &csum), -EIO);
+	struct tier_stats st;
+	tier_get_stats(t, &st);
+	assert_int_equal(st.bytes_written, (uint64_t)BS + 8192);
+	assert_int_equal(st.bytes_read, 8192);
+	/* Lengths that are not whole pages of the block are refused. */
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, slot, out, 100, &csum),
+			 -EINVAL);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, slot, out, BS + 4096, &csum),
+			 -EINVAL);
+	tier_close(t);
+	free(buf);
+	free(out);
+	free(want);
 }
 
 int main(void)
@@ -872,6 +916,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_async_many, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_close_waits, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_rw_checksum_mismatch, setup_tmp, teardown),
+	    cmocka_unit_test_setup_teardown(test_partial_len, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_reopen, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_slab_ahead, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_capacity, setup_tmp, teardown),

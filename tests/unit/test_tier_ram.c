@@ -51,13 +51,14 @@ static void test_roundtrip(void **state)
 	void *in[8], *out = aligned_alloc(4096, BS);
 	for (unsigned s = 0; s < 8; s++) {
 		in[s] = block(s);
-		assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_WRITEBACK, s, in[s], NULL), 0);
+		assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_WRITEBACK, s, in[s], 0, NULL),
+				 0);
 	}
 	for (unsigned s = 0; s < 8; s++) {
 		memset(out, 0, BS);
 		/* The checksum is ignored by RAM: a wrong one must not fail. */
 		uint64_t bogus = 12345;
-		assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, s, out, &bogus), 0);
+		assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, s, out, 0, &bogus), 0);
 		assert_memory_equal(out, in[s], BS);
 		assert_memory_equal(tier_ram_ptr(t, s), in[s], BS);
 		free(in[s]);
@@ -98,7 +99,7 @@ static void test_ptr(void **state)
 	/* Writing from the slot's own memory is a no-op copy. */
 	char *p1 = tier_ram_ptr(t, 1);
 	memset(p1, 0xab, BS);
-	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_WRITEBACK, 1, p1, NULL), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_WRITEBACK, 1, p1, 0, NULL), 0);
 	assert_int_equal((unsigned char)p1[100], 0xab);
 	tier_close(t);
 }
@@ -215,7 +216,7 @@ static void test_bandwidth_cap(void **state)
 	void *b = block(2);
 	double t0 = now_s();
 	for (int i = 0; i < 11; i++)
-		assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_WRITEBACK, 0, b, NULL), 0);
+		assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_WRITEBACK, 0, b, 0, NULL), 0);
 	double dt = now_s() - t0;
 	assert_true(dt < 0.099);
 	free(b);
