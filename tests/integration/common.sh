@@ -95,6 +95,16 @@ crash_fs() {
 # default_conf or two_tier_conf (after its block_size line).
 mount_key() { sed "s/^\(block_size = .*\)$/\1\n$1/"; }
 
+# small_ram_conf FILE: default_conf with 64 KiB blocks and a 20 MiB RAM
+# tier (320 blocks, near the least the daemon takes), so that evict_ram's
+# 64 MiB push a file out of RAM; 0, or 1 after a failed TAP line.
+small_ram_conf() {
+	default_conf | sed 's/^capacity = 256M/capacity = 20M/; s/^block_size = 1M/block_size = 64K/' >"$1"
+	grep -q "capacity = 20M" "$1" && grep -q "block_size = 64K" "$1" ||
+		{ fail "could not shrink the RAM tier and the block"; return 1; }
+}
+evict_ram() { dd if=/dev/zero of="$MNT/filler" bs=1M count=64 conv=fsync status=none && rm -f "$MNT/filler"; }
+
 # replay_conf BLOCK_SIZE RAM [LINE...]: the bench's setup for tierfs-replay,
 # small: a RAM tier of RAM, one disk tier (nvme0), the gradient files kept
 # in RAM by a rule (not persistent), and each LINE added to [policy], the

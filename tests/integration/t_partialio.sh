@@ -7,13 +7,9 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
-# 64 KiB blocks and a 20 MiB RAM tier: 64 MiB of other data push a file out.
-default_conf | sed 's/^capacity = 256M/capacity = 20M/; s/^block_size = 1M/block_size = 64K/' >"$T/c.conf"
-grep -q "capacity = 20M" "$T/c.conf" && grep -q "block_size = 64K" "$T/c.conf" ||
-	{ fail "could not shrink the RAM tier and the block"; tap_exit; exit 1; }
+small_ram_conf "$T/c.conf" || { tap_exit; exit 1; }
 M=$((64 * 1024)) # one block
 field() { sed -n "s/^tier nvme0 .* $1=\([0-9]*\) .*/\1/p" "$MNT/.tierfs/stats"; }
-evict() { dd if=/dev/zero of="$MNT/filler" bs=1M count=64 conv=fsync status=none && rm -f "$MNT/filler"; }
 
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 # Slots full of random bytes, then freed: the next file's blocks may land
@@ -28,7 +24,7 @@ w1=$(field bytes_written)
 [ -n "$w0" ] && [ $((w1 - w0)) -eq $((2 * M + 8192)) ] &&
 	ok "its write-back moved 2 blocks and 8 KiB ($((w1 - w0)) bytes)" ||
 	fail "its write-back moved $((w1 - w0)) bytes, not $((2 * M + 8192))"
-check "push it out of the RAM tier" evict
+check "push it out of the RAM tier" evict_ram
 r0=$(field bytes_read)
 check "it reads back whole" cmp "$T/want" "$MNT/p"
 r1=$(field bytes_read)
@@ -36,13 +32,13 @@ r1=$(field bytes_read)
 	ok "its read moved 2 blocks and 8 KiB ($((r1 - r0)) bytes)" ||
 	fail "its read moved $((r1 - r0)) bytes, not $((2 * M + 8192))"
 
-check "push it out again" evict
+check "push it out again" evict_ram
 check "grow it by truncate to 3 blocks" truncate -s $((3 * M)) "$MNT/p"
 head -c $((M - 5000)) /dev/zero >>"$T/want"
 check "the bytes past the old EOF read as zeros" cmp "$T/want" "$MNT/p"
 check "shrink it back to 2 blocks and 5000 bytes" truncate -s $((2 * M + 5000)) "$MNT/p"
 check "fsync it" "$PY" -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDWR); os.fsync(fd)' "$MNT/p"
-check "push it out again" evict
+check "push it out again" evict_ram
 printf 'past the hole' >"$T/tailbytes"
 check "write 13 bytes at block 5, past a hole" dd if="$T/tailbytes" of="$MNT/p" bs=1 seek=$((5 * M)) conv=notrunc,fsync status=none
 { head -c $((2 * M + 5000)) "$T/want"; head -c $((3 * M - 5000)) /dev/zero; cat "$T/tailbytes"; } >"$T/want2"

@@ -8,21 +8,16 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
-# 64 KiB blocks and a 20 MiB RAM tier (320 blocks, near the least the
-# daemon takes): 64 MiB of other data push a file out.
-default_conf | sed 's/^capacity = 256M/capacity = 20M/; s/^block_size = 1M/block_size = 64K/' >"$T/c.conf"
-grep -q "capacity = 20M" "$T/c.conf" && grep -q "block_size = 64K" "$T/c.conf" ||
-	{ fail "could not shrink the RAM tier and the block"; tap_exit; exit 1; }
+small_ram_conf "$T/c.conf" || { tap_exit; exit 1; }
 M=$((64 * 1024)) # one block
 reads() { sed -n 's/^tier nvme0 .* reads=\([0-9]*\) .*/\1/p' "$MNT/.tierfs/stats"; }
-evict() { dd if=/dev/zero of="$MNT/filler" bs=1M count=64 conv=fsync status=none && rm -f "$MNT/filler"; }
 
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 head -c $((5 * M / 2)) /dev/urandom >"$T/a"
 head -c $((M / 2)) /dev/urandom >"$T/tail"
 head -c $((10 * 1024)) /dev/urandom >"$T/mid"
 check "write a file of 2.5 blocks" dd if="$T/a" of="$MNT/a" bs=1M conv=fsync status=none
-check "push it out of the RAM tier" evict
+check "push it out of the RAM tier" evict_ram
 
 # 1. From the last block's start to EOF: no read.
 r0=$(reads)
@@ -37,7 +32,7 @@ head -c $((M / 2)) /dev/zero >>"$T/want"
 check "the bytes past the old EOF read as zeros" cmp "$T/want" "$MNT/a"
 
 # 2. A partial write short of EOF must read the block and keep the rest.
-check "push it out again" evict
+check "push it out again" evict_ram
 r2=$(reads)
 check "write 10 KiB at the last block's start, short of EOF" dd if="$T/mid" of="$MNT/a" bs=10K seek=$((2 * M)) oflag=seek_bytes conv=notrunc,fsync status=none
 r3=$(reads)
