@@ -303,6 +303,14 @@ struct fs {
 	 * built when a cycle is learned; NULL without one. Under lock. */
 	struct keepplan *plan;
 	struct keepplan *tail_plan; /* gap mode's instead (cache.c "Idle disk") */
+	/* The planner thread builds both off the lock (engine.c plan_main):
+	 * plan_want asks it for the cycle learned at plan_gen, which every
+	 * learn and loss of the cycle bumps, so that a plan of an older one
+	 * is thrown away; plan_busy while it builds. Under lock. */
+	pthread_t planner;
+	bool planner_running, plan_want, plan_busy;
+	uint64_t plan_gen;
+	pthread_cond_t plan_cond;
 	pthread_t prefetcher;
 	bool prefetcher_running;
 	pthread_cond_t prefetch_cond;
@@ -335,7 +343,7 @@ struct fs {
 	size_t gap_run;
 	/* Write bursts (cache.c wb_reserve_adjust), guarded by lock: the
 	 * learned cycle's runs of writes to disk-homed blocks (engine.c
-	 * plan_build); the blocks the write-back horizon leaves out of the
+	 * plan_make); the blocks the write-back horizon leaves out of the
 	 * kept set for such a burst; the blocks whose allocation waited for
 	 * RAM with no read in flight since the learner's clock was at
 	 * stall_clock (both reset by cache_restamp). */
@@ -513,6 +521,10 @@ void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write); /* loc
  * overwritten first) and, in *next_use, of its next access of any kind. */
 uint64_t engine_next_read(struct fs *fs, uint64_t id, uint64_t idx,
 			  uint64_t *next_use); /* lock held */
+/* Wait until the planner has built the plans of the cycle learned, if it
+ * is at it (tests). Lock held, dropped while
+ * waiting. */
+void engine_plan_settle(struct fs *fs);
 /* The keep plan's verdict on the block (enum keepplan_verdict). Lock held. */
 uint8_t engine_plan(struct fs *fs, uint64_t id, uint64_t idx);
 /* An idle stretch of the disks ended (cache.c, "Idle disk"): read-ahead

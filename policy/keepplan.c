@@ -55,9 +55,8 @@ static size_t pow2_at_least(size_t n)
 }
 
 /* Each key's accesses: REC[0..*NREC), RTAB its hash (record index + 1). */
-static void gather(const uint64_t *keys, const uint8_t *writes, size_t n,
-		   bool (*disk)(uint64_t, void *), void *arg, struct krec *rec, size_t *nrec,
-		   uint32_t *rtab, size_t rmask, uint8_t *nondisk)
+static void gather(const uint64_t *keys, const uint8_t *writes, size_t n, const uint8_t *ondisk,
+		   struct krec *rec, size_t *nrec, uint32_t *rtab, size_t rmask, uint8_t *nondisk)
 {
 	for (size_t i = 0; i < n; i++) {
 		size_t h = mix64(keys[i]) & rmask;
@@ -70,7 +69,7 @@ static void gather(const uint64_t *keys, const uint8_t *writes, size_t n,
 			k = &rec[(*nrec)++];
 			memset(k, 0, sizeof(*k));
 			k->key = keys[i];
-			k->nondisk = disk && !disk(keys[i], arg);
+			k->nondisk = ondisk && !ondisk[i];
 			rtab[h] = (uint32_t)*nrec;
 		}
 		if (nondisk)
@@ -199,9 +198,8 @@ static int emit(struct krec **cand, size_t nc, struct keepplan *kp)
 	return 0;
 }
 
-static int build(const uint64_t *keys, const uint8_t *writes, size_t n,
-		 bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget, bool tail,
-		 struct keepplan **out)
+static int build(const uint64_t *keys, const uint8_t *writes, size_t n, const uint8_t *ondisk,
+		 size_t budget, bool tail, struct keepplan **out)
 {
 	*out = NULL;
 	if (!n || n > UINT32_MAX / 2)
@@ -216,7 +214,7 @@ static int build(const uint64_t *keys, const uint8_t *writes, size_t n,
 	int64_t at = 0;
 	if (!rec || !rtab || !kp || (tail && !nondisk))
 		goto out;
-	gather(keys, writes, n, disk, arg, rec, &nrec, rtab, rmask, nondisk);
+	gather(keys, writes, n, ondisk, rec, &nrec, rtab, rmask, nondisk);
 	free(rtab);
 	rtab = NULL;
 	if (tail && (at = boundary(nondisk, n)) < 0) {
@@ -251,18 +249,16 @@ out:
 	return 0;
 }
 
-int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n,
-		   bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget,
-		   struct keepplan **out)
+int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n, const uint8_t *ondisk,
+		   size_t budget, struct keepplan **out)
 {
-	return build(keys, writes, n, disk, arg, budget, false, out);
+	return build(keys, writes, n, ondisk, budget, false, out);
 }
 
 int keepplan_build_tail(const uint64_t *keys, const uint8_t *writes, size_t n,
-			bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget,
-			struct keepplan **out)
+			const uint8_t *ondisk, size_t budget, struct keepplan **out)
 {
-	return build(keys, writes, n, disk, arg, budget, true, out);
+	return build(keys, writes, n, ondisk, budget, true, out);
 }
 
 void keepplan_free(struct keepplan *kp)

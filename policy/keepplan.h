@@ -56,12 +56,12 @@ struct keepplan_stats {
 };
 
 /* Plan BUDGET blocks over the cycle KEYS[0..N) (WRITES[i] != 0: access i
- * overwrote the block). DISK(key, arg) says whether a key's block goes to a
- * disk tier (a block that lives in RAM anyway costs no I/O and needs no
- * plan); NULL: all do. Returns 0, -EINVAL (n == 0) or -ENOMEM. */
-int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n,
-		   bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget,
-		   struct keepplan **out);
+ * overwrote the block). ONDISK[i] != 0: access i's block goes to a disk
+ * tier (a block that lives in RAM anyway costs no I/O and needs no plan;
+ * a key's first access says for all of its); NULL: all do. Returns 0,
+ * -EINVAL (n == 0) or -ENOMEM. */
+int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n, const uint8_t *ondisk,
+		   size_t budget, struct keepplan **out);
 
 /* The tail plan, for steps with idle disks between them (fs/cache.c, "Idle
  * disk"): the BUDGET disk keys written last before the cycle's longest
@@ -71,8 +71,7 @@ int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n,
  * iterations, which only write. Returns as keepplan_build, and -ENOENT
  * where no access, or every one, is to a non-disk key. */
 int keepplan_build_tail(const uint64_t *keys, const uint8_t *writes, size_t n,
-			bool (*disk)(uint64_t key, void *arg), void *arg, size_t budget,
-			struct keepplan **out);
+			const uint8_t *ondisk, size_t budget, struct keepplan **out);
 void keepplan_free(struct keepplan *kp);
 
 /* NULL kp: KEEPPLAN_NONE. */

@@ -33,10 +33,21 @@ static uint64_t grad_key(unsigned sg, unsigned b, unsigned blocks)
 	return (uint64_t)(1 + GRAD_RANK) << 24 | (sg * blocks + b);
 }
 
-static bool not_grad(uint64_t key, void *arg)
+static bool not_grad(uint64_t key)
 {
-	(void)arg;
 	return key >> 24 != 1 + GRAD_RANK;
+}
+
+/* keepplan's ONDISK for KEY[0..N): DISK of each key; NULL without DISK. */
+static uint8_t *ondisk_of(const uint64_t *key, size_t n, bool (*disk)(uint64_t))
+{
+	if (!disk)
+		return NULL;
+	uint8_t *d = malloc(n ? n : 1);
+	assert_non_null(d);
+	for (size_t i = 0; i < n; i++)
+		d[i] = disk(key[i]);
+	return d;
 }
 
 struct cyc {
@@ -140,10 +151,12 @@ static unsigned kept_in(const struct keepplan *kp, unsigned sg, unsigned blocks)
 	return n;
 }
 
-static struct keepplan *plan(const struct cyc *c, bool (*disk)(uint64_t, void *), size_t budget)
+static struct keepplan *plan(const struct cyc *c, bool (*disk)(uint64_t), size_t budget)
 {
 	struct keepplan *kp = NULL;
-	assert_int_equal(keepplan_build(c->key, c->wr, c->n, disk, NULL, budget, &kp), 0);
+	uint8_t *ondisk = ondisk_of(c->key, c->n, disk);
+	assert_int_equal(keepplan_build(c->key, c->wr, c->n, ondisk, budget, &kp), 0);
+	free(ondisk);
 	assert_non_null(kp);
 	return kp;
 }
@@ -339,9 +352,9 @@ static void test_einval(void **state)
 	uint64_t k = 1;
 	uint8_t w = 0;
 	struct keepplan *kp = (struct keepplan *)&k;
-	assert_int_equal(keepplan_build(&k, &w, 0, NULL, NULL, 1, &kp), -EINVAL);
+	assert_int_equal(keepplan_build(&k, &w, 0, NULL, 1, &kp), -EINVAL);
 	assert_null(kp);
-	assert_int_equal(keepplan_build(&k, &w, 1, NULL, NULL, 1, &kp), 0);
+	assert_int_equal(keepplan_build(&k, &w, 1, NULL, 1, &kp), 0);
 	assert_int_equal(keepplan_lookup(kp, 1), KEEPPLAN_KEEP);
 	keepplan_free(kp);
 }
@@ -388,9 +401,10 @@ static void test_tail(void **state)
 	unsigned none = (g + 2) * blocks;
 	for (size_t off = 0; off < len; off += len / 5) {
 		struct keepplan *kp = NULL;
+		uint8_t *ondisk = ondisk_of(c.key + off, len, not_grad);
 		assert_int_equal(
-		    keepplan_build_tail(c.key + off, c.wr + off, len, not_grad, NULL, budget, &kp),
-		    0);
+		    keepplan_build_tail(c.key + off, c.wr + off, len, ondisk, budget, &kp), 0);
+		free(ondisk);
 		for (unsigned sg = 0; sg < g; sg++)
 			assert_int_equal(kept_in(kp, sg, blocks), sg >= g - 2 ? blocks : 0);
 		/* Every state block has a verdict, gradients none. */
@@ -412,13 +426,15 @@ static void test_tail_enoent(void **state)
 	struct cyc c = {0};
 	step(&c, 4, 8, true);
 	struct keepplan *kp = (struct keepplan *)&c;
-	assert_int_equal(keepplan_build_tail(c.key, c.wr, c.n, NULL, NULL, 4, &kp), -ENOENT);
+	assert_int_equal(keepplan_build_tail(c.key, c.wr, c.n, NULL, 4, &kp), -ENOENT);
 	assert_null(kp);
 	struct cyc grads = {0};
 	for (unsigned b = 0; b < 8; b++)
 		add(&grads, grad_key(0, b, 8), true);
-	assert_int_equal(keepplan_build_tail(grads.key, grads.wr, grads.n, not_grad, NULL, 4, &kp),
+	uint8_t *ondisk = ondisk_of(grads.key, grads.n, not_grad);
+	assert_int_equal(keepplan_build_tail(grads.key, grads.wr, grads.n, ondisk, 4, &kp),
 			 -ENOENT);
+	free(ondisk);
 	cyc_free(&grads);
 	cyc_free(&c);
 }
