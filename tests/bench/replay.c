@@ -1285,9 +1285,17 @@ int main(int argc, char **argv)
 				"%s\n  {\"step\": %d, \"init\": %s, \"backward_s\": %.6f, "
 				"\"backward_wall_s\": %.6f, \"update_s\": %.6f, \"update_cpu_s\": "
 				"%.6f, "
-				"\"bytes_read\": %" PRIu64 ", \"bytes_written\": %" PRIu64 "}",
+				"\"bytes_read\": %" PRIu64 ", \"bytes_written\": %" PRIu64
+				", \"update_rank_end_s\": [",
 				s ? "," : "", s, s ? "false" : "true", s ? bio : 0.0,
 				s ? b1 - b0 : 0.0, s ? u1 - u0 : b1 - b0, cpu, rd, wr);
+		/* When each rank finished, from the first one's start: the
+		 * step lasts as long as the slowest rank's update. */
+		for (int r = 0; j && r < o.ranks; r++)
+			fprintf(j, "%s%.6f", r ? ", " : "",
+				shm->st[r * (o.steps + 1) + s].upd_t1 - u0);
+		if (j)
+			fprintf(j, "]}");
 		if (s == 0 && !o.verify_only)
 			fprintf(stderr, "[replay] init: %.3f s, %.2f GB written\n", b1 - b0,
 				wr / 1e9);
