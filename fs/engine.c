@@ -624,23 +624,26 @@ int engine_init(struct fs *fs)
 	return 0;
 }
 
+/* Tell the engine's threads to stop, wake TH where it waits on COND, and
+ * wait for it to end. */
+static void thread_stop(struct fs *fs, pthread_t th, pthread_cond_t *cond)
+{
+	pthread_mutex_lock(&fs->lock);
+	fs->stopping = true;
+	pthread_cond_broadcast(cond);
+	pthread_mutex_unlock(&fs->lock);
+	pthread_join(th, NULL);
+}
+
 void engine_stop(struct fs *fs)
 {
 	if (fs->planner_running) {
-		pthread_mutex_lock(&fs->lock);
-		fs->stopping = true;
-		pthread_cond_broadcast(&fs->plan_cond);
-		pthread_mutex_unlock(&fs->lock);
-		pthread_join(fs->planner, NULL);
+		thread_stop(fs, fs->planner, &fs->plan_cond);
 		fs->planner_running = false;
 		pthread_cond_destroy(&fs->plan_cond);
 	}
 	if (fs->prefetcher_running) {
-		pthread_mutex_lock(&fs->lock);
-		fs->stopping = true;
-		pthread_cond_signal(&fs->prefetch_cond);
-		pthread_mutex_unlock(&fs->lock);
-		pthread_join(fs->prefetcher, NULL);
+		thread_stop(fs, fs->prefetcher, &fs->prefetch_cond);
 		fs->prefetcher_running = false;
 		pthread_mutex_lock(&fs->lock);
 		while (fs->prefetch_inflight)
