@@ -207,11 +207,15 @@ static void *plan_main(void *arg)
 		uint64_t t2 = tier_now_ns();
 		fs->plan_busy = false;
 		if (gen == fs->plan_gen && fs->learned && !fs->stopping) {
+			bool made = out.plan != NULL;
 			plan_install(fs, &out);
-			TFS_LOG("keep plan: %zu accesses planned in %.3f s, %.3f s of it under the "
-				"lock (its copy) and %.3f s to put it in place",
-				n, (double)(tier_now_ns() - t0) / 1e9, (double)(t1 - t0) / 1e9,
-				(double)(tier_now_ns() - t2) / 1e9);
+			if (made)
+				TFS_LOG("keep plan: %zu accesses planned in %.3f s, %.3f s "
+					"of it under the lock (its copy) and %.3f s to put "
+					"it in place",
+					n, (double)(tier_now_ns() - t0) / 1e9,
+					(double)(t1 - t0) / 1e9,
+					(double)(tier_now_ns() - t2) / 1e9);
 		} else {
 			keepplan_free(out.plan);
 			keepplan_free(out.tail_plan);
