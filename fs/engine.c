@@ -2,7 +2,8 @@
  * fs/engine.c — the multi-path engine's brain on the daemon side: feeds every
  * block access to the order learner (policy/order.c), turns its predictions
  * into "when will this block be read next" for eviction, and runs the
- * prefetcher that loads the blocks the learned order says come next.
+ * prefetcher that loads the blocks the learned order says come next, and
+ * the planner that works out which blocks stay in RAM across a step.
  *
  * Training steps repeat the same block order, so once the learner has seen
  * the cycle the cache can do what Belady's MIN does: evict the block whose
@@ -16,6 +17,8 @@
  * fits any optimizer state.
  *
  * Locking: the learner and every field used here are guarded by fs->lock.
+ * The planner thread (plan_main) works without it on a copy of the cycle,
+ * and takes it to put the plans in place.
  */
 #include <errno.h>
 #include <stdio.h>
