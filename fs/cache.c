@@ -319,6 +319,18 @@ static bool dirty_over(const struct fs *fs)
 	return dirty > room * fs->conf.dirty_ratio / 100;
 }
 
+/* The bytes a read of B's durable copy moves (tier_io.len: 0, the whole
+ * block), and B's record of those a write-back moved (meta_block.pages). */
+static uint32_t blk_io_len(const struct blk *b)
+{
+	return b->pages * TIER_IO_ALIGN;
+}
+
+static void blk_set_io_len(const struct fs *fs, struct blk *b, uint32_t len)
+{
+	b->pages = len < fs->bs ? len / TIER_IO_ALIGN : 0;
+}
+
 /* Evict E, a victim: counted, and counted apart where the keep plan meant
  * it to stay until a read still to come (stats.evictions_kept). Lock held. */
 static void entry_evict(struct fs *fs, struct centry *e)
@@ -1520,7 +1532,7 @@ static int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mod
 		if (mode == GET_WRITE_HEAD && in->attr.size != size0)
 			mode = GET_WRITE_PART;
 		uint16_t tier = b->tier;
-		uint32_t len = b->pages * TIER_IO_ALIGN;
+		uint32_t len = blk_io_len(b);
 		uint64_t slot = b->slot, csum = b->csum;
 		bool written = tier != TIER_NONE && (csum != 0 || b->ce == NULL);
 		pthread_mutex_unlock(&fs->lock);
@@ -2243,7 +2255,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	p->io.prio = TIER_PRIO_PREFETCH;
 	p->io.slot = b->slot;
 	p->io.csum = b->csum;
-	p->io.len = b->pages * TIER_IO_ALIGN;
+	p->io.len = blk_io_len(b);
 	p->io.buf = e->buf;
 	p->io.done = prefetch_done;
 	rc = submit_unlocked(fs, fs->tiers[b->tier], &p->io);
@@ -2327,7 +2339,7 @@ static void flush_done(struct tier_io *io)
 		atomic_fetch_add(&fs->stats.flush_bytes, io->len);
 		if (!f->move) {
 			b->csum = io->csum; /* in place: the slot holds the new bytes */
-			b->pages = io->len < fs->bs ? io->len / TIER_IO_ALIGN : 0;
+			blk_set_io_len(fs, b, io->len);
 		}
 		b->unwritten = false;
 		if (pend_add(in->ino, e->idx))
@@ -2351,7 +2363,7 @@ static void flush_done(struct tier_io *io)
 			b->tier = f->to;
 			b->slot = io->slot;
 			b->csum = io->csum;
-			b->pages = io->len < fs->bs ? io->len / TIER_IO_ALIGN : 0;
+			blk_set_io_len(fs, b, io->len);
 		}
 		e->written_back = !e->dirty;
 		unsigned t = b->tier; /* where the new bytes are, moved or not */

@@ -522,8 +522,7 @@ void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write); /* loc
 uint64_t engine_next_read(struct fs *fs, uint64_t id, uint64_t idx,
 			  uint64_t *next_use); /* lock held */
 /* Wait until the planner has built the plans of the cycle learned, if it
- * is at it (tests). Lock held, dropped while
- * waiting. */
+ * is at it (tests). Lock held, dropped while waiting. */
 void engine_plan_settle(struct fs *fs);
 /* The keep plan's verdict on the block (enum keepplan_verdict). Lock held. */
 uint8_t engine_plan(struct fs *fs, uint64_t id, uint64_t idx);

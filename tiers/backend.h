@@ -3,10 +3,11 @@
  * generic tier layer (tier.c) that backends may use. Private to tiers/.
  *
  * tier.c owns everything common to every kind (validation, slot bitmap,
- * checksums, stats, blocking wrapper); a backend moves io->len bytes
- * from the block's start between io->buf and its slot, schedules them (queue_depth, priority, the
- * max_bandwidth cap; posix uses sched.h) without blocking the submitter, and
- * reports each result through tier_io_complete().
+ * checksums, stats, blocking wrapper); a backend moves io->len bytes from
+ * the block's start between io->buf and its slot, schedules them
+ * (queue_depth, priority, the max_bandwidth cap; posix uses sched.h) without
+ * blocking the submitter, and reports each result through
+ * tier_io_complete().
  */
 #ifndef TIERFS_TIER_BACKEND_H
 #define TIERFS_TIER_BACKEND_H
