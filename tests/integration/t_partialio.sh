@@ -9,7 +9,6 @@
 require_tierfs
 small_ram_conf "$T/c.conf" || { tap_exit; exit 1; }
 M=$((64 * 1024)) # one block
-field() { sed -n "s/^tier nvme0 .* $1=\([0-9]*\) .*/\1/p" "$MNT/.tierfs/stats"; }
 
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 # Slots full of random bytes, then freed: the next file's blocks may land
@@ -18,16 +17,16 @@ check "write and fsync 32 MiB of random bytes" dd if=/dev/urandom of="$MNT/old" 
 check "delete it" rm "$MNT/old"
 check "sync the deletion" sync -f "$MNT"
 head -c $((2 * M + 5000)) /dev/urandom >"$T/want"
-w0=$(field bytes_written)
+w0=$(stat_field "tier nvme0" bytes_written)
 check "write and fsync a file of 2 blocks and 5000 bytes" dd if="$T/want" of="$MNT/p" bs=1M conv=fsync status=none
-w1=$(field bytes_written)
+w1=$(stat_field "tier nvme0" bytes_written)
 [ -n "$w0" ] && [ $((w1 - w0)) -eq $((2 * M + 8192)) ] &&
 	ok "its write-back moved 2 blocks and 8 KiB ($((w1 - w0)) bytes)" ||
 	fail "its write-back moved $((w1 - w0)) bytes, not $((2 * M + 8192))"
 check "push it out of the RAM tier" evict_ram
-r0=$(field bytes_read)
+r0=$(stat_field "tier nvme0" bytes_read)
 check "it reads back whole" cmp "$T/want" "$MNT/p"
-r1=$(field bytes_read)
+r1=$(stat_field "tier nvme0" bytes_read)
 [ -n "$r0" ] && [ $((r1 - r0)) -eq $((2 * M + 8192)) ] &&
 	ok "its read moved 2 blocks and 8 KiB ($((r1 - r0)) bytes)" ||
 	fail "its read moved $((r1 - r0)) bytes, not $((2 * M + 8192))"

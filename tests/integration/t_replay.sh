@@ -156,11 +156,10 @@ for i in $(seq 1 300); do
 	grep -qE '^order .*learned=yes' "$MNT/.tierfs/stats" && { learned=yes; break; }
 	sleep 0.1
 done
-nvme1_written() { grep -E '^tier nvme1 ' "$MNT/.tierfs/stats" | sed -E 's/.* bytes_written=([0-9]+).*/\1/'; }
 if [ $learned = yes ] && dd if=/dev/urandom of="$MNT/once.bin" bs=1M count=8 status=none; then
 	got=0
 	for i in $(seq 1 200); do
-		got=$(nvme1_written)
+		got=$(stat_field "tier nvme1" bytes_written)
 		got=${got:-0}
 		[ "$got" -ge $((8 << 20)) ] && break
 		sleep 0.1

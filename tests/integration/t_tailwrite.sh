@@ -10,7 +10,6 @@
 require_tierfs
 small_ram_conf "$T/c.conf" || { tap_exit; exit 1; }
 M=$((64 * 1024)) # one block
-reads() { sed -n 's/^tier nvme0 .* reads=\([0-9]*\) .*/\1/p' "$MNT/.tierfs/stats"; }
 
 mount_fs "$T/c.conf" || { fail mount; tap_exit; exit 1; }
 head -c $((5 * M / 2)) /dev/urandom >"$T/a"
@@ -20,9 +19,9 @@ check "write a file of 2.5 blocks" dd if="$T/a" of="$MNT/a" bs=1M conv=fsync sta
 check "push it out of the RAM tier" evict_ram
 
 # 1. From the last block's start to EOF: no read.
-r0=$(reads)
+r0=$(stat_field "tier nvme0" reads)
 check "rewrite the last half block" dd if="$T/tail" of="$MNT/a" bs=32K seek=4 conv=notrunc,fsync status=none
-r1=$(reads)
+r1=$(stat_field "tier nvme0" reads)
 [ -n "$r0" ] && [ "$r0" = "$r1" ] && ok "no block read from disk for it ($r0 -> $r1 reads)" ||
 	fail "the rewrite read from disk: $r0 -> $r1 reads"
 { head -c $((2 * M)) "$T/a"; cat "$T/tail"; } >"$T/want"
@@ -33,9 +32,9 @@ check "the bytes past the old EOF read as zeros" cmp "$T/want" "$MNT/a"
 
 # 2. A partial write short of EOF must read the block and keep the rest.
 check "push it out again" evict_ram
-r2=$(reads)
+r2=$(stat_field "tier nvme0" reads)
 check "write 10 KiB at the last block's start, short of EOF" dd if="$T/mid" of="$MNT/a" bs=10K seek=$((2 * M)) oflag=seek_bytes conv=notrunc,fsync status=none
-r3=$(reads)
+r3=$(stat_field "tier nvme0" reads)
 [ -n "$r2" ] && [ "$r3" -gt "$r2" ] && ok "that write read its block ($r2 -> $r3 reads)" ||
 	fail "a write short of EOF did not read its block ($r2 -> $r3): the eviction did not happen or the rest was not kept"
 { head -c $((2 * M)) "$T/want"; cat "$T/mid"; tail -c +$((2 * M + 10 * 1024 + 1)) "$T/want"; } >"$T/want2"
