@@ -612,6 +612,8 @@ static void gap_seen(struct fs *fs, uint64_t now)
 	uint64_t clock = engine_now(fs), len = fs->disk_req_ns ? now - fs->disk_req_ns : 0;
 	size_t cycle = engine_cycle_len(fs);
 	bool expired = cycle && clock - fs->gap_seen_clock > 2 * cycle;
+	if (fs->disk_req_ns)
+		fs->gap_measured = true;
 	fs->disk_req_ns = now;
 	if (len <= fs->gap_seen_ns && !expired)
 		return;
@@ -3331,23 +3333,32 @@ static bool tiers_quiet(struct fs *fs)
 /* How many intervals a due commit may wait at most for a quiet moment. */
 #define COMMIT_WAIT_MAX 6
 
-/* Whether a commit as long as the last quiet ones (TOOK ns, 0: none yet) fits in
- * the idle stretches of the learned step: the longest between two requests
- * for disk blocks in the last two cycles or the two before (gap_seen
- * starts its window afresh with whatever stretch comes next). With the
- * update phases back to back the only stretch is the fraction of a second
- * in which the application makes its gradients, and a commit that took
- * longer than that ran on into the next update phase, where it stalled
- * the disk (the bench: 0.3-0.8 s commits against 0.3-0.4 s stretches,
- * 0.3-0.7 of them a step). Such a commit waits the longest wait at once,
- * six intervals, the bound commit_interval promises, and then goes forced
- * (with the doubling of the wait alone, commits came three times as often
- * for the first half minute). Without a learned order, or before a stretch
- * was seen, any quiet moment does. Lock held. */
-static bool commit_fits(struct fs *fs, uint64_t took)
+/* The longest idle stretch of the learned step: the longest time between
+ * two requests for disk blocks in the last two cycles or the two before
+ * (gap_seen starts its window afresh with whatever stretch comes next),
+ * cut to how long the tiers had been idle. Lock held. */
+uint64_t cache_commit_gap(const struct fs *fs)
 {
-	uint64_t gap = fs->gap_seen_ns > fs->gap_prev_ns ? fs->gap_seen_ns : fs->gap_prev_ns;
-	return !fs->learned || !took || !gap || took <= gap;
+	return fs->gap_seen_ns > fs->gap_prev_ns ? fs->gap_seen_ns : fs->gap_prev_ns;
+}
+
+/* Whether a commit as long as the last quiet ones fits in the idle
+ * stretches of the learned step (cache_commit_gap). With the update phases back
+ * to back the only stretch is the fraction of a second in which the
+ * application makes its gradients, and a commit that took longer than
+ * that ran on into the next update phase, where it stalled the disk (the
+ * bench: 0.3-0.8 s commits against 0.3-0.4 s stretches, 0.3-0.7 of them a
+ * step). Such a commit waits the longest wait at once, six intervals, the
+ * bound commit_interval promises, and then goes forced (with the doubling
+ * of the wait alone, commits came three times as often for the first half
+ * minute). Without a learned order, before any quiet commit, or before
+ * two requests for disk blocks were seen, any quiet moment does; a
+ * stretch measured as 0 (the tiers busy at every request) holds none.
+ * Lock held. */
+static bool commit_fits(const struct fs *fs)
+{
+	uint64_t took = fs->commit_quiet_ns;
+	return !fs->learned || !took || !fs->gap_measured || took <= cache_commit_gap(fs);
 }
 
 /* Serves commit_soon: one commit that finds work to do per
@@ -3375,7 +3386,6 @@ static void *committer_main(void *arg)
 	uint64_t wait = every;	/* how long a due commit waits for a quiet moment */
 	bool any = false;	/* whether LAST is set */
 	uint64_t wanted_at = 0; /* when the request being served was made, 0 none */
-	uint64_t took = 0;	/* how long quiet commits took lately (a running mean), 0 none */
 	pthread_mutex_lock(&fs->lock);
 	while (!fs->commit_stop) {
 		if (!fs->commit_wanted) {
@@ -3396,7 +3406,7 @@ static void *committer_main(void *arg)
 			wake = due;
 		else {
 			bool idle = tiers_quiet(fs);
-			quiet = idle && commit_fits(fs, took);
+			quiet = idle && commit_fits(fs);
 			if (idle && !quiet)
 				wait = every * COMMIT_WAIT_MAX;
 			if (!quiet && now - from < wait)
@@ -3421,7 +3431,8 @@ static void *committer_main(void *arg)
 			 * whether one fits there: a forced one shares the disk
 			 * with the step, and took longer. */
 			if (quiet)
-				took = took ? (3 * took + t) / 4 : t;
+				fs->commit_quiet_ns =
+				    fs->commit_quiet_ns ? (3 * fs->commit_quiet_ns + t) / 4 : t;
 			last = now;
 			any = true;
 			if (!quiet) {

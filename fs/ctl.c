@@ -335,6 +335,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	pthread_mutex_lock(&fs->lock);
 	uint64_t cached = fs->ncached, dirty = fs->ndirty, pinned = fs->npinned;
 	uint64_t reserve = fs->wb_reserve, runs = fs->write_runs;
+	uint64_t quiet_ns = fs->commit_quiet_ns, gap_ns = cache_commit_gap(fs);
 	pthread_mutex_unlock(&fs->lock);
 	uint64_t hits = atomic_load(&fs->stats.hits), misses = atomic_load(&fs->stats.misses);
 	strbuf_printf(
@@ -345,7 +346,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	    "writes_adopted=%llu "
 	    "victim_scans=%llu victim_visits=%llu reclaim_waits=%llu "
 	    "reclaim_wait_ms=%llu idle_stalls=%llu write_runs=%llu wb_reserve=%llu commits=%llu "
-	    "commit_ms=%llu commits_forced=%llu\n",
+	    "commit_ms=%llu commits_forced=%llu commit_quiet_ms=%llu commit_gap_ms=%llu\n",
 	    (unsigned long long)cached, (unsigned long long)dirty, (unsigned long long)pinned,
 	    (unsigned long long)hits, (unsigned long long)misses,
 	    hits + misses ? (double)hits / (double)(hits + misses) : 0.0,
@@ -364,7 +365,8 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	    (unsigned long long)atomic_load(&fs->stats.idle_stalls), (unsigned long long)runs,
 	    (unsigned long long)reserve, (unsigned long long)atomic_load(&fs->stats.commits),
 	    (unsigned long long)(atomic_load(&fs->stats.commit_ns) / 1000000),
-	    (unsigned long long)atomic_load(&fs->stats.commits_forced));
+	    (unsigned long long)atomic_load(&fs->stats.commits_forced),
+	    (unsigned long long)(quiet_ns / 1000000), (unsigned long long)(gap_ns / 1000000));
 	/* The in-memory inode table and the block maps loaded in it: what
 	 * the kernel has looked up and the cache holds, not every file ever
 	 * touched (t_inodemem). */

@@ -335,6 +335,12 @@ struct fs {
 	 * with the learner's clock when it was seen (cache.c gap_seen), and
 	 * the longest of the two cycles before those; lock. */
 	uint64_t disk_req_ns, gap_seen_ns, gap_seen_clock, gap_prev_ns;
+	/* Whether gap_seen_ns or gap_prev_ns holds a measured stretch (0 ns
+	 * when the tiers were busy at every request), and how long commits
+	 * in a quiet moment took lately (a running mean, 0: none yet), for
+	 * cache.c commit_fits; lock. */
+	bool gap_measured;
+	uint64_t commit_quiet_ns;
 	/* When the last commit (cache.c commit_run) began and ended: one in
 	 * an idle stretch leaves it unjudged. Atomic: set outside lock. */
 	_Atomic uint64_t commit_began_ns, commit_ended_ns;
@@ -446,6 +452,9 @@ bool cache_disk_idle(struct fs *fs);
 /* How long a stretch without disk requests lasts before it is put to work
  * (cache.c, "Idle disk"), ns. Lock held. */
 uint64_t cache_idle_after(const struct fs *fs);
+/* The longest idle stretch of the learned step that a background commit
+ * must fit in (cache.c commit_fits), ns; 0 if none yet. Lock held. */
+uint64_t cache_commit_gap(const struct fs *fs);
 /* In an idle stretch being worked: whether it has just finished its work
  * and turned gap mode on, so that read-ahead may now take more RAM. Lock
  * held. */
