@@ -603,21 +603,53 @@ bool cache_idle_progress(struct fs *fs)
 	return true;
 }
 
-/* A request for a disk-homed block at NOW: keep the longest time between
- * two such requests, the tiers idle at its end (not a step stalled on a
- * metadata sync), within the last two cycles (any, before one is
- * learned), for cache_idle_progress. Lock held. */
+/* How long every persistent tier went without I/O since the last call:
+ * the least over them of the longest such time, whether it ended
+ * (tier_idle_take) or runs still (tier_idle_ns). Called whenever a stretch
+ * (gap_seen) starts or ends. Lock held. */
+static uint64_t tiers_idle_take(struct fs *fs)
+{
+	uint64_t idle = UINT64_MAX;
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		if (!tier_persistent(fs->tiers[i]))
+			continue;
+		uint64_t now = tier_idle_ns(fs->tiers[i]), ended = tier_idle_take(fs->tiers[i]);
+		uint64_t t = now > ended ? now : ended;
+		if (t < idle)
+			idle = t;
+	}
+	return idle;
+}
+
+/* A request for a disk-homed block at NOW: keep the longest stretch with
+ * no such request being served, within the last two cycles (any, before
+ * one is learned), for cache_idle_progress and commit_fits. A request
+ * still being served (waiting for RAM, or for a commit's sync) ends no
+ * stretch: counted, a step stalled on a commit looked like an idle stretch
+ * that holds one (with fsyncs of 300 ms, every commit of a step with 50 ms
+ * pauses went in such "stretches", and each made the next). A stretch
+ * counts for as long as the tiers went without I/O in it, as I/O would
+ * share the disk with a commit: the longest such time, not only the one
+ * at its end (a mount idle for flush_interval writes back what it kept,
+ * and a 2 s pause counted as the 0.5 s after that write-back). I/O that
+ * a commit run wholly in the stretch held up is no sign that it did not
+ * fit, so such a stretch counts from the commit's start at least. Lock
+ * held. */
 static void gap_seen(struct fs *fs, uint64_t now)
 {
-	uint64_t clock = engine_now(fs), len = fs->disk_req_ns ? now - fs->disk_req_ns : 0;
+	uint64_t clock = engine_now(fs), from = fs->disk_req_ns;
+	uint64_t len = from && !fs->disk_reqs ? now - from : 0;
+	uint64_t idle = tiers_idle_take(fs);
 	size_t cycle = engine_cycle_len(fs);
 	bool expired = cycle && clock - fs->gap_seen_clock > 2 * cycle;
-	if (fs->disk_req_ns)
+	if (from)
 		fs->gap_measured = true;
 	fs->disk_req_ns = now;
 	if (len <= fs->gap_seen_ns && !expired)
 		return;
-	uint64_t idle = tiers_idle_ns(fs);
+	uint64_t c0 = atomic_load(&fs->commit_began_ns), c1 = atomic_load(&fs->commit_ended_ns);
+	if (c0 >= from && c1 >= c0 && c1 <= now && now - c0 > idle)
+		idle = now - c0;
 	if (idle < len)
 		len = idle;
 	if (len > fs->gap_seen_ns || expired) {
@@ -629,15 +661,17 @@ static void gap_seen(struct fs *fs, uint64_t now)
 }
 
 /* A request touches IN's blocks: a disk-homed IN ends an idle stretch, and
- * the stretch's outcome sets gap mode. Lock held. */
-static void disk_demand(struct fs *fs, const struct inode *in)
+ * the stretch's outcome sets gap mode. Returns whether the request counts
+ * as one being served until disk_demand_done. Lock held. */
+static bool disk_demand(struct fs *fs, const struct inode *in)
 {
 	if (!fs_disk_homed(fs, in))
-		return;
+		return false;
 	uint64_t now = tier_now_ns();
 	gap_seen(fs, now);
+	fs->disk_reqs++;
 	if (!fs->tail_plan)
-		return;
+		return true;
 	bool gap = false;
 	if (fs->learned) {
 		uint64_t clock = engine_now(fs);
@@ -647,6 +681,17 @@ static void disk_demand(struct fs *fs, const struct inode *in)
 	}
 	fs->disk_demand_ns = now;
 	gap_mode_set(fs, gap);
+	return true;
+}
+
+/* The request that disk_demand counted (COUNTED) is served: the last one
+ * being served starts a stretch. Lock held. */
+static void disk_demand_done(struct fs *fs, bool counted)
+{
+	if (counted && --fs->disk_reqs == 0) {
+		fs->disk_req_ns = tier_now_ns();
+		(void)tiers_idle_take(fs); /* the stretch starts now */
+	}
 }
 
 /* When keeping E in RAM stops paying by itself, for write-back: a clean
@@ -1632,7 +1677,7 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 		pthread_mutex_unlock(&fs->lock);
 		return rc;
 	}
-	disk_demand(fs, in);
+	bool counted = disk_demand(fs, in);
 	uint64_t first = off / fs->bs, last = (off + len - 1) / fs->bs;
 	size_t n = (size_t)(last - first + 1);
 	struct iovec stack_iov[32];
@@ -1679,6 +1724,7 @@ out:
 	for (size_t i = 0; i < n; i++)
 		if (ents && ents[i])
 			entry_put(fs, ents[i]);
+	disk_demand_done(fs, counted);
 	pthread_mutex_unlock(&fs->lock);
 	if (iov != stack_iov)
 		free(iov);
@@ -1714,7 +1760,7 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 	int rc = fs_inode_load_map(fs, in);
 	size_t done = 0;
 	bool due = false; /* a block written is due for write-back (learned order) */
-	disk_demand(fs, in);
+	bool counted = disk_demand(fs, in);
 	while (!rc && done < len) {
 		uint64_t pos = off + done;
 		uint64_t idx = pos / fs->bs, boff = pos % fs->bs;
@@ -1781,6 +1827,7 @@ static int write_locked(struct fs *fs, struct inode *in, uint64_t off, const cha
 	 * cached (wb_horizon), so a wake is a bounded scan. */
 	if (due || dirty_over(fs))
 		pthread_cond_signal(&fs->flusher_cond);
+	disk_demand_done(fs, counted);
 	return done ? (int)done : rc;
 }
 
@@ -3315,8 +3362,9 @@ static void commit_soon(struct fs *fs)
 #define COMMIT_QUIET_NS (20 * 1000000ULL)
 #define COMMIT_POLL_NS	(5 * 1000000ULL)
 
-/* Whether every persistent tier has been idle for COMMIT_QUIET_NS and, with
- * a learned order that has disk-homed requests, none came for as long. In
+/* Whether no request for a disk-homed block is being served, every
+ * persistent tier has been idle for COMMIT_QUIET_NS and, with a learned
+ * order that has disk-homed requests, none came for as long. In
  * gap mode an update phase opens with reads the idle stretch fetched into
  * RAM, so the tiers idle while the step has begun: a commit due then took
  * that for a quiet moment and stalled the step's first disk reads (the
@@ -3324,7 +3372,7 @@ static void commit_soon(struct fs *fs)
  * against 4.9-5.1 s in runs without). Lock held. */
 static bool tiers_quiet(struct fs *fs)
 {
-	if (tiers_idle_ns(fs) < COMMIT_QUIET_NS)
+	if (fs->disk_reqs || tiers_idle_ns(fs) < COMMIT_QUIET_NS)
 		return false;
 	return !fs->tail_plan || !fs->disk_demand_ns ||
 	       tier_now_ns() - fs->disk_demand_ns >= COMMIT_QUIET_NS;

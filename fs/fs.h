@@ -331,10 +331,13 @@ struct fs {
 	 * when the stretch being worked began (0: none is). */
 	uint64_t disk_demand_ns;
 	/* When a request last touched a disk-homed block (learned or not),
-	 * and the longest time between two such within the last two cycles,
+	 * and the longest time without one within the last two cycles,
 	 * with the learner's clock when it was seen (cache.c gap_seen), and
 	 * the longest of the two cycles before those; lock. */
 	uint64_t disk_req_ns, gap_seen_ns, gap_seen_clock, gap_prev_ns;
+	/* Requests for disk-homed blocks being served (cache.c disk_demand);
+	 * disk_req_ns is also set when the last of them is done; lock. */
+	unsigned disk_reqs;
 	/* Whether gap_seen_ns or gap_prev_ns holds a measured stretch (0 ns
 	 * when the tiers were busy at every request), and how long commits
 	 * in a quiet moment took lately (a running mean, 0: none yet), for

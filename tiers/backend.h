@@ -69,6 +69,9 @@ struct tier {
 	unsigned busy_count[2];
 	uint64_t busy_since[2];
 	uint64_t idle_since; /* when the last I/O in flight completed, 0 never */
+	/* The longest time without I/O that ended since idle_mark, counted
+	 * from idle_mark at the earliest (tier_idle_take). */
+	uint64_t idle_max, idle_mark;
 
 	struct tier_ratelimit err_log; /* tier_log_io_error's */
 };

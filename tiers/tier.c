@@ -252,8 +252,15 @@ void tier_close(struct tier *t)
 static void busy_get(struct tier *t, unsigned d)
 {
 	pthread_mutex_lock(&t->busy_lock);
-	if (t->busy_count[d]++ == 0)
-		t->busy_since[d] = tier_now_ns();
+	if (t->busy_count[d]++ == 0) {
+		uint64_t now = tier_now_ns();
+		t->busy_since[d] = now;
+		if (!t->busy_count[!d] && t->idle_since) {
+			uint64_t from = t->idle_since > t->idle_mark ? t->idle_since : t->idle_mark;
+			if (now > from && now - from > t->idle_max)
+				t->idle_max = now - from;
+		}
+	}
 	pthread_mutex_unlock(&t->busy_lock);
 }
 
@@ -277,6 +284,16 @@ uint64_t tier_idle_ns(const struct tier *t)
 	if (!t->busy_count[0] && !t->busy_count[1])
 		idle = t->idle_since ? tier_now_ns() - t->idle_since : UINT64_MAX;
 	pthread_mutex_unlock(busy);
+	return idle;
+}
+
+uint64_t tier_idle_take(struct tier *t)
+{
+	pthread_mutex_lock(&t->busy_lock);
+	uint64_t idle = t->idle_max;
+	t->idle_max = 0;
+	t->idle_mark = tier_now_ns();
+	pthread_mutex_unlock(&t->busy_lock);
 	return idle;
 }
 

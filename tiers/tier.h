@@ -148,6 +148,10 @@ void tier_get_stats(const struct tier *t, struct tier_stats *out);
 /* How long T has had no I/O accepted and not complete: 0 while it has
  * some, UINT64_MAX if it never had any. */
 uint64_t tier_idle_ns(const struct tier *t);
+/* The longest time T had no I/O that ended since the last call (counted
+ * from that call at the earliest); 0 if none did. With tier_idle_ns, how
+ * long the disk idled within a stretch even if I/O ran at its end. */
+uint64_t tier_idle_take(struct tier *t);
 /* How many I/Os of direction DIR (tier_io_dir) T has accepted and not
  * completed. */
 unsigned tier_busy(const struct tier *t, unsigned dir);

@@ -431,6 +431,42 @@ static void test_bandwidth_cap(void **state)
 	free(data);
 }
 
+/* tier_idle_take: the longest time without I/O that ended since the last
+ * take, counted from that take at the earliest; the time idle now is
+ * tier_idle_ns's, not its. */
+static void test_idle_take(void **state)
+{
+	(void)state;
+	struct tier_params p = params(4);
+	struct tier *t;
+	assert_int_equal(tier_open(&p, &t), 0);
+	char *data = aligned_alloc(4096, BS);
+	fill(data, 3);
+	assert_int_equal(tier_alloc(t), 0);
+	assert_int_equal(tier_idle_take(t), 0); /* never had I/O */
+	uint64_t csum = 0;
+	assert_int_equal(tier_rw(t, TIER_OP_WRITE, TIER_PRIO_WRITEBACK, 0, data, 0, &csum), 0);
+	usleep(60000);
+	double k0 = now_s();
+	assert_int_equal(tier_idle_take(t), 0); /* idle still: not ended */
+	double k1 = now_s();
+	usleep(40000);
+	double r0 = now_s();
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 0, data, 0, &csum), 0);
+	double r1 = now_s();
+	/* Over 100 ms idle, but only the time since the last take counts. */
+	double idle = (double)tier_idle_take(t) / 1e9;
+	assert_true(idle >= r0 - k1 && idle <= r1 - k0);
+	assert_int_equal(tier_idle_take(t), 0); /* taken */
+	/* Two idle times: the longer counts. */
+	usleep(50000);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 0, data, 0, &csum), 0);
+	assert_int_equal(tier_rw(t, TIER_OP_READ, TIER_PRIO_DEMAND, 0, data, 0, &csum), 0);
+	assert_true(tier_idle_take(t) >= 50000000ull);
+	tier_close(t);
+	free(data);
+}
+
 /* One timer resumes a throttled queue. Armed for a read that waits about a
  * second at a 64 KiB/s read cap, it used to hold 40 writes under a 64 MiB/s
  * write cap too (about 40 ms of budget) until it fired: 1.02 s. A shorter
@@ -926,6 +962,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_demand_first, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_inflight_bound, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_bandwidth_cap, setup_tmp, teardown),
+	    cmocka_unit_test_setup_teardown(test_idle_take, setup_tmp, teardown),
 	    cmocka_unit_test_setup_teardown(test_caps_timer_moves_earlier, setup_tmp, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
