@@ -821,30 +821,88 @@ void order_destroy(struct order *o)
 	free(o);
 }
 
-int order_grow(const struct order *from, size_t max_cycle, struct order **out)
+struct order_seed {
+	struct order_params p;
+	size_t len;
+	uint64_t *rec;
+	uint8_t *recw;
+	bool have_last;
+	uint64_t last_key;
+};
+
+void order_seed_free(struct order_seed *s)
 {
-	struct order_params p = {.max_cycle = max_cycle,
-				 .min_cycle = from->min_cycle,
-				 .window = from->window,
-				 .threshold = from->threshold,
-				 .health_window = from->hsize,
-				 .min_verify = from->min_verify};
+	if (!s)
+		return;
+	free(s->rec);
+	free(s->recw);
+	free(s);
+}
+
+int order_seed_take(const struct order *from, size_t max_cycle, struct order_seed **out)
+{
 	if (max_cycle < from->max_cycle)
 		return -EINVAL;
+	struct order_seed *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->p = (struct order_params){.max_cycle = max_cycle,
+				     .min_cycle = from->min_cycle,
+				     .window = from->window,
+				     .threshold = from->threshold,
+				     .health_window = from->hsize,
+				     .min_verify = from->min_verify};
+	/* malloc(0) may return NULL: at least one entry each. */
+	s->rec = malloc((from->len ? from->len : 1) * sizeof(*s->rec));
+	s->recw = malloc(from->len ? from->len : 1);
+	if (!s->rec || !s->recw) {
+		order_seed_free(s);
+		return -ENOMEM;
+	}
+	s->len = from->len;
+	memcpy(s->rec, from->rec, from->len * sizeof(*s->rec));
+	memcpy(s->recw, from->recw, from->len);
+	s->have_last = from->have_last;
+	s->last_key = from->last_key;
+	*out = s;
+	return 0;
+}
+
+int order_seed_grow(const struct order_seed *s, struct order **out)
+{
 	struct order *o;
-	int rc = order_create(&p, &o);
+	int rc = order_create(&s->p, &o);
 	if (rc)
 		return rc;
 	/* The recording is deduplicated already: each entry one access. */
-	for (size_t i = 0; i < from->len; i++)
-		order_access(o, from->rec[i], from->recw[i] != 0);
-	o->have_last = from->have_last;
-	o->last_key = from->last_key;
+	for (size_t i = 0; i < s->len; i++)
+		order_access(o, s->rec[i], s->recw[i] != 0);
+	/* A repeat of the last access that comes next collapses into it,
+	 * as it would have in the learner the seed was taken from. */
+	o->have_last = s->have_last;
+	o->last_key = s->last_key;
+	*out = o;
+	return 0;
+}
+
+void order_grow_finish(struct order *o, const struct order *from)
+{
 	uint64_t learns = from->st.learns + (o->learned && !from->learned);
 	o->st = from->st;
 	o->st.learns = learns;
-	*out = o;
-	return 0;
+}
+
+int order_grow(const struct order *from, size_t max_cycle, struct order **out)
+{
+	struct order_seed *s;
+	int rc = order_seed_take(from, max_cycle, &s);
+	if (rc)
+		return rc;
+	rc = order_seed_grow(s, out);
+	order_seed_free(s);
+	if (!rc)
+		order_grow_finish(*out, from);
+	return rc;
 }
 
 size_t order_max_cycle(const struct order *o)

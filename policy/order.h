@@ -107,6 +107,19 @@ void order_access(struct order *o, uint64_t key, bool write);
  * comparable. FROM is left as it was, for the caller to destroy. Returns
  * 0, -EINVAL or -ENOMEM; O(recording) time. */
 int order_grow(const struct order *from, size_t max_cycle, struct order **out);
+
+/* order_grow in three parts, so that the O(recording) part runs with no
+ * lock held while FROM goes on learning: order_seed_take copies what FROM
+ * has recorded (a memcpy), order_seed_grow feeds it to the new learner,
+ * the caller then gives the new learner every access FROM got since the
+ * seed was taken (order_access, in order), and order_grow_finish hands it
+ * FROM's clock and counters. Each returns 0, -EINVAL (a smaller
+ * MAX_CYCLE) or -ENOMEM. */
+struct order_seed;
+int order_seed_take(const struct order *from, size_t max_cycle, struct order_seed **out);
+int order_seed_grow(const struct order_seed *s, struct order **out);
+void order_seed_free(struct order_seed *s);
+void order_grow_finish(struct order *o, const struct order *from);
 size_t order_max_cycle(const struct order *o);
 
 bool order_learned(const struct order *o);

@@ -956,6 +956,65 @@ static void test_small_blocks_interleaved(void **state)
 	tr_free(&t);
 }
 
+/* Growing in parts (order_seed_take, order_seed_grow, the accesses made
+ * meanwhile, order_grow_finish) ends where order_grow at the end does:
+ * here a cycle the old learner saw only partly when the seed was taken,
+ * learned thanks to the accesses given to the new one afterwards. A
+ * repeat of the access the seed ended on collapses into it, as in the
+ * old learner. */
+static void test_grow_in_parts(void **state)
+{
+	(void)state;
+	enum { G = 10, B = 20, CYC = 2 * G * B };
+	struct trace t = {0};
+	add_steps(&t, G, B, 6);
+	struct order_params p = {.max_cycle = 1024};
+	struct order *from, *whole, *grown, *lost;
+	struct order_seed *seed;
+	assert_int_equal(order_create(&p, &from), 0);
+	size_t cut = CYC + CYC / 5;
+	for (size_t j = 0; j < cut; j++)
+		order_access(from, t.key[j], t.wr[j]);
+	assert_false(order_learned(from));
+	assert_int_equal(order_seed_take(from, 512, &seed), -EINVAL); /* smaller */
+	assert_int_equal(order_seed_take(from, 4096, &seed), 0);
+	/* The seed's last access, repeated as a read, then the rest. */
+	order_access(from, t.key[cut - 1], false);
+	for (size_t j = cut; j < t.n; j++)
+		order_access(from, t.key[j], t.wr[j]);
+	assert_true(order_learned(from));
+	assert_int_equal(order_seed_grow(seed, &grown), 0);
+	assert_int_equal(order_seed_grow(seed, &lost), 0);
+	order_seed_free(seed);
+	assert_false(order_learned(grown)); /* the seed alone holds too little */
+	order_access(grown, t.key[cut - 1], false);
+	for (size_t j = cut; j < t.n; j++)
+		order_access(grown, t.key[j], t.wr[j]);
+	order_grow_finish(grown, from);
+	order_grow_finish(lost, from); /* without the accesses made meanwhile */
+	assert_int_equal(order_grow(from, 4096, &whole), 0);
+
+	assert_int_equal(order_max_cycle(grown), 4096);
+	assert_true(order_learned(grown));
+	assert_false(order_learned(lost));
+	assert_int_equal(order_cycle_len(grown), CYC);
+	assert_int_equal(order_cycle_len(whole), CYC);
+	/* The clock and counters go on from the old learner's. */
+	assert_int_equal(order_now(grown), order_now(from));
+	assert_int_equal(order_learn_count(grown), order_learn_count(from));
+	for (unsigned b = 0; b < G * B; b++) {
+		assert_int_equal(order_next_use(grown, mkkey(0, b)),
+				 order_next_use(whole, mkkey(0, b)));
+		assert_int_equal(order_next_read(grown, mkkey(0, b)),
+				 order_next_read(whole, mkkey(0, b)));
+	}
+	order_destroy(from);
+	order_destroy(whole);
+	order_destroy(grown);
+	order_destroy(lost);
+	tr_free(&t);
+}
+
 /* Between steps the next accesses are the backward pass's gradient writes:
  * order_upcoming_reads steps over them to the update's first reads, with
  * the distance to each, where order_upcoming sees only the writes. */
@@ -1017,6 +1076,7 @@ int main(void)
 	    cmocka_unit_test(test_partial_change),
 	    cmocka_unit_test(test_small_blocks_interleaved),
 	    cmocka_unit_test(test_upcoming_reads),
+	    cmocka_unit_test(test_grow_in_parts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
