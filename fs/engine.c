@@ -18,7 +18,8 @@
  *
  * Locking: the learner and every field used here are guarded by fs->lock.
  * The planner thread (plan_main) works without it on a copy of the cycle,
- * and takes it to put the plans in place.
+ * or of the learner's recording when it grows the learner, and takes it
+ * to put the plans, or the grown learner, in place.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -177,20 +178,29 @@ static void plan_install(struct fs *fs, struct plan_output *out)
 	cache_replan(fs);
 }
 
+static void grow_run(struct fs *fs);
+
 /* The planner: builds the plans of each cycle learned off fs->lock. With
  * the learner at its largest (2^23 accesses, 3 TiB of state at 1 MiB
  * blocks) the two plans took 1.8 s on the bench's VM, under the lock
  * every request of every rank waits for; meanwhile the cache keeps by
- * next use alone, as it does before any cycle is learned. */
+ * next use alone, as it does before any cycle is learned. It also grows
+ * the learner when the data outgrows it (grow_run), first: a cycle
+ * learned meanwhile is planned from the grown learner. */
 static void *plan_main(void *arg)
 {
 	struct fs *fs = arg;
 	pthread_mutex_lock(&fs->lock);
 	for (;;) {
-		while (!fs->stopping && !fs->plan_want)
+		while (!fs->stopping && !fs->plan_want && !fs->grow_to)
 			pthread_cond_wait(&fs->plan_cond, &fs->lock);
 		if (fs->stopping)
 			break;
+		if (fs->grow_to) {
+			grow_run(fs);
+			pthread_cond_broadcast(&fs->plan_cond);
+			continue;
+		}
 		fs->plan_want = false;
 		uint64_t gen = fs->plan_gen, t0 = tier_now_ns();
 		struct plan_input in;
@@ -243,7 +253,7 @@ static void plan_request(struct fs *fs, bool learned)
 
 void engine_plan_settle(struct fs *fs)
 {
-	while (fs->planner_running && (fs->plan_want || fs->plan_busy))
+	while (fs->planner_running && (fs->grow_to || fs->plan_want || fs->plan_busy))
 		pthread_cond_wait(&fs->plan_cond, &fs->lock);
 }
 
@@ -282,8 +292,8 @@ bool engine_in_gap(struct fs *fs)
  * bytes per access it can hold, so it starts small (9 MiB) and doubles as
  * files grow, up to 2^23 (1.2 GiB, about 3 TiB of state at 1 MiB blocks).
  * The larger learner is fed the recording of the one it replaces, so a
- * cycle learned, or half seen, goes on (order_grow). Growing is rare:
- * each doubles the size.
+ * cycle learned, or half seen, goes on (grow_run, on the planner thread).
+ * Growing is rare: each doubles the size.
  * Some cycles span two steps: tierfs-update's default order runs the
  * sub-groups backwards every other step (MLP-Offload's alternation), 3.4
  * to 3.7 accesses a block per cycle, which a learner sized at 2.5 a block
@@ -327,6 +337,8 @@ static size_t learn_size(uint64_t need)
  * may (auto), says so once where it may not. Lock held. */
 static void learner_fit(struct fs *fs)
 {
+	if (fs->grow_to)
+		return; /* asked already, or under way */
 	size_t have = order_max_cycle(fs->order);
 	if (!fs->conf.learn_max_cycle && !fs->learn_long && !fs->learned &&
 	    order_now(fs->order) - fs->learn_since >= 3 * (uint64_t)have) {
@@ -350,36 +362,50 @@ static void learner_fit(struct fs *fs)
 		fs->learn_fit_done = true;
 		return;
 	}
-	size_t size = learn_size(need);
-	struct order *o;
-	int rc = order_grow(fs->order, size, &o);
-	if (rc) {
-		TFS_LOG("order learner: growing it to %zu block accesses for %llu blocks: %s; "
-			"it stays at %zu",
-			size, (unsigned long long)need_blocks(fs, need), strerror(-rc), have);
-		fs->learn_fit_done = true;
-		return;
-	}
-	order_destroy(fs->order);
-	fs->order = o;
-	fs->learn_since = order_now(o);
-	/* engine_access, which called here, sees whether it is learned */
-	TFS_LOG("order learner: grown to %zu block accesses for the %llu blocks the files "
-		"hold%s (about %zu MiB)",
-		size, (unsigned long long)need_blocks(fs, need),
-		fs->learn_long ? ", a cycle of two steps" : "", size * 140 >> 20);
-	fs->learn_fit_done = size >= LEARN_AUTO_MAX;
+	fs->grow_to = learn_size(need);
+	fs->grow_blocks = need_blocks(fs, need);
+	pthread_cond_broadcast(&fs->plan_cond);
 }
 
-void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
+/* Hand the learner grown (grow_run) every access the old one got since
+ * its recording was copied; an access it cannot keep loses the grow. Lock
+ * held. */
+static void grow_note(struct fs *fs, uint64_t key, bool write)
 {
-	if (!fs->order || idx >> KEY_IDX_BITS)
+	if (fs->grow_lost)
 		return;
-	if (!fs->learn_fit_done && order_now(fs->order) - fs->learn_fit_at >= LEARN_FIT_EVERY) {
-		fs->learn_fit_at = order_now(fs->order);
-		learner_fit(fs);
+	if (fs->grow_n == fs->grow_cap) {
+		size_t cap = fs->grow_cap ? 2 * fs->grow_cap : 4096;
+		uint64_t *k = realloc(fs->grow_keys, cap * sizeof(*k));
+		if (k)
+			fs->grow_keys = k;
+		uint8_t *w = k ? realloc(fs->grow_writes, cap) : NULL;
+		if (w)
+			fs->grow_writes = w;
+		if (!k || !w) {
+			fs->grow_lost = true;
+			return;
+		}
+		fs->grow_cap = cap;
 	}
-	order_access(fs->order, key_of(id, idx), write);
+	fs->grow_keys[fs->grow_n] = key;
+	fs->grow_writes[fs->grow_n++] = write;
+}
+
+static void grow_pending_free(struct fs *fs)
+{
+	free(fs->grow_keys);
+	free(fs->grow_writes);
+	fs->grow_keys = NULL;
+	fs->grow_writes = NULL;
+	fs->grow_n = fs->grow_cap = 0;
+	fs->grow_lost = false;
+}
+
+/* The learner learned a cycle, or lost it: the plans and the cache's
+ * stamps follow. Lock held. */
+static void learn_sync(struct fs *fs)
+{
 	bool learned = order_learned(fs->order);
 	uint64_t count = order_learn_count(fs->order);
 	if (learned != fs->learned || (learned && count != fs->learn_count)) {
@@ -399,6 +425,81 @@ void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
 			fs->learn_since = order_now(fs->order);
 		}
 	}
+}
+
+/* Grow the learner to grow_to on the planner thread. Feeding the larger
+ * learner the old one's recording took 0.6-0.9 s per doubling from 2^20
+ * accesses up (the bench's VM), under the lock every request of every
+ * rank waits for; now only the copy of the recording and the accesses
+ * made meanwhile are fed under it, and the old learner goes on
+ * predicting until the new one takes its place. Lock held; dropped while
+ * the new learner is fed. */
+static void grow_run(struct fs *fs)
+{
+	size_t size = fs->grow_to, have = order_max_cycle(fs->order);
+	uint64_t blocks = fs->grow_blocks, t0 = tier_now_ns();
+	struct order_seed *seed;
+	struct order *o = NULL;
+	int rc = order_seed_take(fs->order, size, &seed);
+	if (!rc) {
+		fs->grow_busy = true;
+		uint64_t t1 = tier_now_ns();
+		pthread_mutex_unlock(&fs->lock);
+		rc = order_seed_grow(seed, &o);
+		order_seed_free(seed);
+		pthread_mutex_lock(&fs->lock);
+		fs->grow_busy = false;
+		if (!rc && fs->grow_lost)
+			rc = -ENOMEM;
+		if (!rc && !fs->stopping && fs->order) {
+			uint64_t t2 = tier_now_ns();
+			size_t late = fs->grow_n;
+			for (size_t i = 0; i < late; i++)
+				order_access(o, fs->grow_keys[i], fs->grow_writes[i]);
+			order_grow_finish(o, fs->order);
+			struct order *old = fs->order;
+			fs->order = o;
+			o = old; /* destroyed below */
+			fs->learn_since = order_now(fs->order);
+			fs->learn_fit_done = size >= LEARN_AUTO_MAX;
+			TFS_LOG("order learner: grown to %zu block accesses for the %llu blocks "
+				"the files hold%s (about %zu MiB) in %.3f s, %.3f s of it under "
+				"the lock (%zu accesses made meanwhile)",
+				size, (unsigned long long)blocks,
+				fs->learn_long ? ", a cycle of two steps" : "", size * 140 >> 20,
+				(double)(tier_now_ns() - t0) / 1e9,
+				(double)(t1 - t0 + tier_now_ns() - t2) / 1e9, late);
+			learn_sync(fs);
+		}
+	}
+	if (rc) {
+		TFS_LOG("order learner: growing it to %zu block accesses for %llu blocks: %s; "
+			"it stays at %zu",
+			size, (unsigned long long)blocks, strerror(-rc), have);
+		fs->learn_fit_done = true;
+	}
+	fs->grow_to = 0;
+	grow_pending_free(fs);
+	if (o) {
+		pthread_mutex_unlock(&fs->lock);
+		order_destroy(o);
+		pthread_mutex_lock(&fs->lock);
+	}
+}
+
+void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
+{
+	if (!fs->order || idx >> KEY_IDX_BITS)
+		return;
+	if (!fs->learn_fit_done && order_now(fs->order) - fs->learn_fit_at >= LEARN_FIT_EVERY) {
+		fs->learn_fit_at = order_now(fs->order);
+		learner_fit(fs);
+	}
+	uint64_t key = key_of(id, idx);
+	order_access(fs->order, key, write);
+	if (fs->grow_busy)
+		grow_note(fs, key, write);
+	learn_sync(fs);
 	/* The prefetcher looks again once per request's worth of blocks (a
 	 * FUSE request spans up to 1 MiB), not on every block: each wake
 	 * takes the lock and walks the upcoming order. With 16 KiB blocks a
@@ -406,7 +507,7 @@ void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
 	 * of the update phase on a 2-core VM (512 MiB of state, 256 MiB of
 	 * RAM: steps 2.6-3.2 s against 2.8-3.4 s, three pairs). Completed
 	 * read-aheads still wake it every time (cache.c). */
-	if (learned && fs->prefetcher_running) {
+	if (fs->learned && fs->prefetcher_running) {
 		uint64_t now = order_now(fs->order), every = fs_request_blocks(fs);
 		if (every == 1 || now - fs->pf_signalled >= every) {
 			fs->pf_signalled = now;
@@ -611,8 +712,8 @@ int engine_init(struct fs *fs)
 		TFS_LOG("order learner of %zu block accesses: %s", op.max_cycle, strerror(-rc));
 		return rc;
 	}
-	learner_fit(fs); /* a fixed size already short says so at mount */
 	pthread_cond_init(&fs->plan_cond, NULL);
+	learner_fit(fs); /* a fixed size already short says so at mount */
 	rc = pthread_create(&fs->planner, NULL, plan_main, fs);
 	if (rc)
 		return -rc;

@@ -299,6 +299,18 @@ struct fs {
 	 * a cycle at its size: made or grown, or its cycle lost; under lock. */
 	bool learn_long;
 	uint64_t learn_since;
+	/* Growing the learner (engine.c grow_run) on the planner thread:
+	 * grow_to, the size asked for (0: none), with the blocks it was
+	 * worked out for; grow_busy while the new learner is fed the old
+	 * one's recording off the lock, meanwhile every access also goes to
+	 * grow_keys/grow_writes (grow_n of grow_cap) for it, and grow_lost
+	 * if one could not. Under lock. */
+	size_t grow_to;
+	uint64_t grow_blocks;
+	bool grow_busy, grow_lost;
+	uint64_t *grow_keys;
+	uint8_t *grow_writes;
+	size_t grow_n, grow_cap;
 	/* Which blocks stay in RAM across the step (policy/keepplan.h),
 	 * built when a cycle is learned; NULL without one. Under lock. */
 	struct keepplan *plan;
@@ -533,8 +545,9 @@ void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write); /* loc
  * overwritten first) and, in *next_use, of its next access of any kind. */
 uint64_t engine_next_read(struct fs *fs, uint64_t id, uint64_t idx,
 			  uint64_t *next_use); /* lock held */
-/* Wait until the planner has built the plans of the cycle learned, if it
- * is at it (tests). Lock held, dropped while waiting. */
+/* Wait until the planner thread has nothing left to do: the learner
+ * grown, if that was asked, and the plans of the cycle learned built
+ * (tests). Lock held, dropped while waiting. */
 void engine_plan_settle(struct fs *fs);
 /* The keep plan's verdict on the block (enum keepplan_verdict). Lock held. */
 uint8_t engine_plan(struct fs *fs, uint64_t id, uint64_t idx);
