@@ -828,6 +828,7 @@ struct order_seed {
 	uint8_t *recw;
 	bool have_last;
 	uint64_t last_key;
+	size_t clen; /* the cycle learned when the seed was taken, 0 none */
 };
 
 void order_seed_free(struct order_seed *s)
@@ -864,6 +865,7 @@ int order_seed_take(const struct order *from, size_t max_cycle, struct order_see
 	memcpy(s->recw, from->recw, from->len);
 	s->have_last = from->have_last;
 	s->last_key = from->last_key;
+	s->clen = from->learned ? from->clen : 0;
 	*out = s;
 	return 0;
 }
@@ -877,6 +879,13 @@ int order_seed_grow(const struct order_seed *s, struct order **out)
 	/* The recording is deduplicated already: each entry one access. */
 	for (size_t i = 0; i < s->len; i++)
 		order_access(o, s->rec[i], s->recw[i] != 0);
+	/* The recording kept may hold too little of a cycle learned for the
+	 * new learner to find it again (one of three quarters of its size:
+	 * a step of prediction lost to LRU per doubling). It ends where the
+	 * old learner's did, so its last period is that cycle, at the same
+	 * place in it. O(cycle), as the replay. */
+	if (s->clen && !o->learned && s->clen <= o->len && s->clen <= o->max_cycle)
+		become_learned(o, s->clen);
 	/* A repeat of the last access that comes next collapses into it,
 	 * as it would have in the learner the seed was taken from. */
 	o->have_last = s->have_last;

@@ -101,8 +101,8 @@ void order_destroy(struct order *o);
 void order_access(struct order *o, uint64_t key, bool write);
 
 /* A learner of MAX_CYCLE (at least FROM's) to take FROM's place, fed
- * FROM's recording: a cycle FROM had learned, or had seen enough of, is
- * learned by the new one as it returns, so growing loses no step. It goes
+ * FROM's recording: a cycle FROM had learned stays learned, and one it
+ * had seen enough of is learned as it returns, so growing loses no step. It goes
  * on with FROM's clock and counters, so the times the cache stamped stay
  * comparable. FROM is left as it was, for the caller to destroy. Returns
  * 0, -EINVAL or -ENOMEM; O(recording) time. */
