@@ -14,7 +14,8 @@
  *   ctab      hash key -> first and last position in cyc, last access time.
  *   nxt       the next position of the same key in the cycle (circular), so
  *             all of a key's positions are a short chain.
- *   hbits     hit (1) / miss (0) of the last health_window accesses while
+ *   hbits     hit (bit 0) / miss, and close (bit 1: within a quarter of the
+ *             tolerance), of the last health_window accesses while
  *             learned: the pattern's health.
  * Not thread-safe: the cache's lock guards every field.
  */
@@ -73,6 +74,7 @@ struct cand {
 	uint32_t start;	  /* rec position of its first check (0 once slid past) */
 	uint32_t checked; /* accesses compared so far */
 	uint32_t miss;	  /* of those, not found lag back (+-window) */
+	uint32_t close;	  /* of those, found within a quarter of the window */
 };
 
 struct order {
@@ -103,7 +105,7 @@ struct order {
 	uint32_t cepoch;
 	uint32_t *nxt;
 	uint8_t *hbits;
-	unsigned hpos, hfill, hhits;
+	unsigned hpos, hfill, hhits, hclose;
 	unsigned miss_run;
 	uint32_t t; /* deduplicated access clock (wraps; only differences matter) */
 
@@ -168,11 +170,13 @@ static bool near(const struct order *o, const struct ent *e, int64_t target, int
 		 struct cand *k)
 {
 	unsigned n = e->npos < ORDER_KPOS ? e->npos : ORDER_KPOS;
-	bool found = false;
+	bool found = false, close = false;
 	for (unsigned j = 0; j < n; j++) {
 		if (o->recw[e->pos[j]] != write)
 			continue;
 		int64_t d = (int64_t)e->pos[j] - target;
+		if (d >= -w / 4 && d <= w / 4)
+			close = true;
 		if (d >= -w && d <= w) {
 			if (d >= -ORDER_HIST_W && d <= ORDER_HIST_W)
 				k->hist[d + ORDER_HIST_W]++;
@@ -183,6 +187,7 @@ static bool near(const struct order *o, const struct ent *e, int64_t target, int
 			found = true;
 		}
 	}
+	k->close += close;
 	return found;
 }
 
@@ -456,7 +461,7 @@ static size_t become_learned(struct order *o, size_t lag)
 		copy_cycle(o, lag);
 	}
 	o->learned = true;
-	o->hpos = o->hfill = o->hhits = 0;
+	o->hpos = o->hfill = o->hhits = o->hclose = 0;
 	o->miss_run = 0;
 	o->st.learns++;
 	return lag;
@@ -480,23 +485,34 @@ static bool cycle_on_probation(const struct order *o)
 }
 
 /* Whether candidate K, its check done, matches the accesses clearly better
- * than the learned cycle has lately: a part of the step changed (a file
- * deleted and created again, under a new inode) by less than the health
- * threshold lets through, and the stale cycle would stay for good, the new
- * file's blocks never predicted. Only a period near the cycle's own (the
- * step kept its length, part of its content changed), and only by half
- * the threshold's margin, so that ranks drifting against each other do not
- * make the cycle flap. */
+ * than the learned cycle has lately, by half the threshold's margin:
+ * - a period near the cycle's own that holds where the cycle misses: a
+ *   part of the step changed (a file deleted and created again, under a
+ *   new inode) by less than the health threshold lets through, and the
+ *   stale cycle would stay for good, the new file's blocks never
+ *   predicted;
+ * - a period near the cycle's, or shorter, whose matches are close
+ *   (within a quarter of the tolerance) where the cycle's are not: the
+ *   order changed to one the cycle still matches within its tolerance,
+ *   and the cycle kept half its predictions off for good (alternating
+ *   sub-groups with two kept, 445 accesses in two steps, to ascending,
+ *   410 a step; or without, to a period of half the cycle's).
+ * Ranks drifting against each other spread the candidate's matches as
+ * they do the cycle's, and do not make it flap. Never a longer period: a
+ * multiple of the cycle holds as well as the cycle does. */
 static bool beats_cycle(const struct order *o, const struct cand *k)
 {
 	if (o->hfill < o->hsize || !k->checked)
 		return false;
 	int64_t d = (int64_t)k->lag - (int64_t)o->clen, w = jitter(o, o->clen);
+	double margin = (1.0 - o->threshold) / 2;
+	double kclose = (double)k->close / (double)k->checked;
+	bool closer = kclose >= o->threshold + margin &&
+		      kclose > (double)o->hclose / (double)o->hfill + margin;
 	if (d < -w || d > w)
-		return false;
+		return d < -w && closer;
 	double rate = 1.0 - (double)k->miss / (double)k->checked;
-	double health = (double)o->hhits / (double)o->hfill;
-	return rate > health + (1.0 - o->threshold) / 2;
+	return rate > (double)o->hhits / (double)o->hfill + margin || closer;
 }
 
 /* Record one access and run the candidate periods over it. */
@@ -575,8 +591,11 @@ static void record(struct order *o, uint64_t key, bool write)
 		if (dup || slot < 0)
 			continue;
 		/* This access is the candidate's first match. */
-		o->cand[slot] = (struct cand){
-		    .used = true, .lag = (uint32_t)lag, .start = (uint32_t)i, .checked = 1};
+		o->cand[slot] = (struct cand){.used = true,
+					      .lag = (uint32_t)lag,
+					      .start = (uint32_t)i,
+					      .checked = 1,
+					      .close = 1};
 	}
 
 	o->rec[i] = key;
@@ -621,6 +640,7 @@ static void record(struct order *o, uint64_t key, bool write)
 		k->lag = (uint32_t)become_learned(o, (size_t)lag);
 		k->probation = true;
 		k->miss = 0;
+		k->close = 0;
 		k->checked = 0;
 		memset(k->hist, 0, sizeof(k->hist));
 		memset(k->far_lo, 0, sizeof(k->far_lo));
@@ -628,15 +648,17 @@ static void record(struct order *o, uint64_t key, bool write)
 	}
 }
 
-static void health_push(struct order *o, bool hit)
+static void health_push(struct order *o, bool hit, bool close)
 {
 	if (o->hfill == o->hsize) {
-		o->hhits -= o->hbits[o->hpos];
+		o->hhits -= o->hbits[o->hpos] & 1;
+		o->hclose -= o->hbits[o->hpos] >> 1;
 	} else {
 		o->hfill++;
 	}
-	o->hbits[o->hpos] = hit;
+	o->hbits[o->hpos] = (uint8_t)(hit | (close && hit) << 1);
 	o->hhits += hit;
+	o->hclose += close && hit;
 	o->hpos = (o->hpos + 1) % o->hsize;
 }
 
@@ -685,10 +707,12 @@ static bool track(struct order *o, uint64_t key, bool write)
 	struct cent *e = ctab_find(o, key);
 	bool hit = false;
 	int64_t w = jitter(o, o->clen);
+	int64_t err = w + 1; /* how far from where the cycle has it */
 	if (e) {
 		int64_t dcur;
 		uint32_t q = nearest(o, e, o->cur, write, &dcur);
 		hit = llabs(dcur) <= w;
+		err = llabs(dcur);
 		uint64_t elapsed = (uint32_t)(o->t - e->last_t);
 		if (e->last_q != UINT32_MAX && elapsed <= o->clen + (uint64_t)w) {
 			/* Ranks drift apart, so the global position can be far
@@ -699,6 +723,8 @@ static bool track(struct order *o, uint64_t key, bool write)
 			if (llabs(dself) <= w) {
 				hit = true;
 				q = qs;
+				if (llabs(dself) < err)
+					err = llabs(dself);
 			}
 		}
 		/* The occurrence this access was: anchors next_of. */
@@ -719,7 +745,7 @@ static bool track(struct order *o, uint64_t key, bool write)
 	o->st.learned_accesses++;
 	if (hit)
 		o->st.predicted_hits++;
-	health_push(o, hit);
+	health_push(o, hit, err <= w / 4);
 	if (o->hfill == o->hsize && (double)o->hhits < o->threshold * o->hsize)
 		return false;
 	return true;

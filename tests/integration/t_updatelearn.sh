@@ -24,18 +24,20 @@ M=$MNT/m P=$T/plain
 INIT="--params 16M --subgroup 2M --seed 7"
 check "init on the mount" "$UPD" init "$M" $INIT
 check "init on a plain directory" "$UPD" init "$P" $INIT
-# learned_steps ORDER STEPS LOW HIGH [OPTION...]: 8 steps in ORDER on the
-# mount and on the plain directory; the mount learns a cycle of more than
-# LOW and less than HIGH quarters of a step's accesses.
+# learned_steps ORDER STEPS LOW HIGH [OPTION...]: N (8) steps in ORDER on
+# the mount and on the plain directory; the mount learns a cycle of more
+# than LOW and less than HIGH quarters of a step's accesses.
+N=8
 learned_steps() {
 	local order=$1 steps=$2 lo=$3 hi=$4 a0 per cycle
 	shift 4
 	a0=$(stat_field order accesses)
-	check "8 $order steps on the mount" "$UPD" step "$M" --steps 8 --order "$order" --threads 2 "$@"
-	check "8 $order steps on the plain directory" "$UPD" step "$P" --steps 8 --order "$order" --threads 2 "$@"
+	check "$N $order steps on the mount" "$UPD" step "$M" --steps $N --order "$order" --threads 2 "$@"
+	check "$N $order steps on the plain directory" "$UPD" step "$P" --steps $N --order "$order" --threads 2 "$@"
 	check "the $order order is learned" test "$(stat_field order learned)" = yes
-	per=$((($(stat_field order accesses) - a0) / 8))
+	per=$((($(stat_field order accesses) - a0) / N))
 	cycle=$(stat_field order cycle)
+	echo "# $order: $(grep '^order' "$MNT/.tierfs/stats" | grep -o 'cycle=[0-9]*\|learns=[0-9]*\|relearns=[0-9]*\|predicted_ratio=[0-9.]*' | tr '\n' ' ')"
 	check "its cycle is $steps (cycle $cycle, $per accesses a step)" \
 		test "$cycle" -gt $((per * lo / 4)) -a "$cycle" -lt $((per * hi / 4))
 }
@@ -53,10 +55,24 @@ check "every file equals the plain directory's" same_files
 check "remount" remount "$T/c.conf"
 check "every file equals the plain directory's after a remount" same_files
 # DeepSpeed's order (ascending, nothing kept), learned afresh after the
-# remount: a cycle of one step. (On the same mount the two-step cycle
-# stays: an ascending step is about 410 accesses and the old cycle 445,
-# within the learner's tolerance, so it is never found broken.)
+# remount: a cycle of one step.
 learned_steps ascending "one step" 3 5
 check "every file equals the plain directory's after the ascending steps" same_files
+# On the same mount, back to alternating, then ascending again: the
+# two-step cycle is about 445 accesses and an ascending step 410, each
+# access within the other's tolerance, which kept the old cycle for good
+# (learns stayed 1), with half of its predictions off; the period that
+# holds, its matches close where the cycle's are not, now takes over once
+# the health window (4096 accesses, 10-16 steps here) has judged the old
+# cycle.
+l0=$(stat_field order learns)
+N=16
+learned_steps alternating "two steps" 6 10 --keep 2
+l1=$(stat_field order learns)
+check "the one-step cycle gave way to the two-step one (learns $l0 to $l1)" test "$l1" -gt "$l0"
+learned_steps ascending "one step, on the same mount" 3 5
+l2=$(stat_field order learns)
+check "and back to the one-step cycle (learns $l1 to $l2)" test "$l2" -gt "$l1"
+check "every file equals the plain directory's after the switch" same_files
 check "unmount" umount_fs
 tap_exit

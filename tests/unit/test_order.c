@@ -956,6 +956,45 @@ static void test_small_blocks_interleaved(void **state)
 	tr_free(&t);
 }
 
+/* The order changes from alternating (ascending one step, descending the
+ * next: a two-step cycle) to ascending every step. The two-step cycle has
+ * each access within its tolerance, so its health holds; the one-step
+ * period that now holds takes over, and predicts every access. */
+static void test_shorter_period(void **state)
+{
+	(void)state;
+	enum { N = 205 };
+	struct order_params p = {.max_cycle = 4096};
+	struct order *o;
+	assert_int_equal(order_create(&p, &o), 0);
+	for (unsigned s = 0; s < 10; s++)
+		for (unsigned b = 0; b < N; b++)
+			order_access(o, mkkey(0, s % 2 ? N - 1 - b : b), false);
+	assert_true(order_learned(o));
+	assert_int_equal(order_cycle_len(o), 2 * N - 2);
+	uint64_t learns = order_learn_count(o);
+	unsigned exact = 0, steps = 0;
+	for (; steps < 40 && exact < N; steps++) {
+		exact = 0;
+		for (unsigned b = 0; b < N; b++) {
+			exact += order_next_use(o, mkkey(0, b)) == 0;
+			order_access(o, mkkey(0, b), false);
+		}
+	}
+	print_message("alternating to ascending: every access predicted after %u steps\n", steps);
+	assert_int_equal(exact, N);
+	assert_true(order_learned(o));
+	assert_int_equal(order_cycle_len(o), N);
+	assert_int_equal(order_learn_count(o), learns + 1);
+	/* Ascending it stays: no flapping back. */
+	for (unsigned s = 0; s < 40; s++)
+		for (unsigned b = 0; b < N; b++)
+			order_access(o, mkkey(0, b), false);
+	assert_int_equal(order_learn_count(o), learns + 1);
+	assert_int_equal(order_cycle_len(o), N);
+	order_destroy(o);
+}
+
 /* A cycle of three quarters of the learner's size, learned: the larger
  * learner has it at once, with the same predictions, though the recording
  * it is fed holds too little of it to learn it again. */
@@ -1112,6 +1151,7 @@ int main(void)
 	    cmocka_unit_test(test_upcoming_reads),
 	    cmocka_unit_test(test_grow_in_parts),
 	    cmocka_unit_test(test_grow_keeps_cycle),
+	    cmocka_unit_test(test_shorter_period),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
