@@ -3,11 +3,12 @@
 #   tierfs-replay        DeepSpeed ZeRO-Infinity swap I/O replay + disk probe
 #   tests/bench/passfs   a FUSE passthrough stand-in for the daemon, to test
 #                        bench.sh's mounted phases without tierfs
+#   tests/bench/growtime how long growing the order learner holds the lock
 #
 # -fno-math-errno lets gcc vectorise sqrtf in the replay's Adam pass, as
 # DeepSpeed's CPU Adam is vectorised; the pass should not be the bottleneck.
 
-MODULE_ALL += $(BUILD)/tierfs-replay $(BUILD)/tests/bench/passfs
+MODULE_ALL += $(BUILD)/tierfs-replay $(BUILD)/tests/bench/passfs $(BUILD)/tests/bench/growtime
 
 $(BUILD)/obj/tests/bench/%.o: tests/bench/%.c
 	@mkdir -p $(dir $@)
@@ -20,4 +21,9 @@ $(BUILD)/tests/bench/passfs: $(BUILD)/obj/tests/bench/passfs.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs fuse3)
 
+$(BUILD)/tests/bench/growtime: $(BUILD)/obj/tests/bench/growtime.o $(BUILD)/libtierfs.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+-include $(BUILD)/obj/tests/bench/growtime.d
 -include $(BUILD)/obj/tests/bench/replay.d $(BUILD)/obj/tests/bench/passfs.d
