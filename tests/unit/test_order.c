@@ -995,6 +995,16 @@ static void test_shorter_period(void **state)
 	order_destroy(o);
 }
 
+/* A and B predict the same next use and next read for rank 0's blocks
+ * 0..N-1. */
+static void same_predictions(const struct order *a, const struct order *b, unsigned n)
+{
+	for (unsigned k = 0; k < n; k++) {
+		assert_int_equal(order_next_use(a, mkkey(0, k)), order_next_use(b, mkkey(0, k)));
+		assert_int_equal(order_next_read(a, mkkey(0, k)), order_next_read(b, mkkey(0, k)));
+	}
+}
+
 /* A cycle of three quarters of the learner's size, learned: the larger
  * learner has it at once, with the same predictions, though the recording
  * it is fed holds too little of it to learn it again. */
@@ -1015,12 +1025,7 @@ static void test_grow_keeps_cycle(void **state)
 	assert_true(order_learned(grown));
 	assert_int_equal(order_cycle_len(grown), CYC);
 	assert_int_equal(order_learn_count(grown), order_learn_count(from));
-	for (unsigned b = 0; b < G * B; b++) {
-		assert_int_equal(order_next_use(grown, mkkey(0, b)),
-				 order_next_use(from, mkkey(0, b)));
-		assert_int_equal(order_next_read(grown, mkkey(0, b)),
-				 order_next_read(from, mkkey(0, b)));
-	}
+	same_predictions(grown, from, G * B);
 	/* And it goes on predicting the rest. */
 	for (size_t j = t.n - CYC / 3; j < t.n; j++) {
 		assert_int_equal(order_next_use(grown, t.key[j]), 0);
@@ -1076,12 +1081,7 @@ static void test_grow_in_parts(void **state)
 	/* The clock and counters go on from the old learner's. */
 	assert_int_equal(order_now(grown), order_now(from));
 	assert_int_equal(order_learn_count(grown), order_learn_count(from));
-	for (unsigned b = 0; b < G * B; b++) {
-		assert_int_equal(order_next_use(grown, mkkey(0, b)),
-				 order_next_use(whole, mkkey(0, b)));
-		assert_int_equal(order_next_read(grown, mkkey(0, b)),
-				 order_next_read(whole, mkkey(0, b)));
-	}
+	same_predictions(grown, whole, G * B);
 	order_destroy(from);
 	order_destroy(whole);
 	order_destroy(grown);
