@@ -3381,10 +3381,10 @@ static bool tiers_quiet(struct fs *fs)
 /* How many intervals a due commit may wait at most for a quiet moment. */
 #define COMMIT_WAIT_MAX 6
 
-/* The longest idle stretch of the learned step: the longest time between
- * two requests for disk blocks in the last two cycles or the two before
- * (gap_seen starts its window afresh with whatever stretch comes next),
- * cut to how long the tiers had been idle. Lock held. */
+/* The longest idle stretch of the learned step (gap_seen: no request for
+ * a disk block being served, no tier I/O) in the last two cycles or the
+ * two before (gap_seen starts its window afresh with whatever stretch
+ * comes next). Lock held. */
 uint64_t cache_commit_gap(const struct fs *fs)
 {
 	return fs->gap_seen_ns > fs->gap_prev_ns ? fs->gap_seen_ns : fs->gap_prev_ns;

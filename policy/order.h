@@ -102,9 +102,9 @@ void order_access(struct order *o, uint64_t key, bool write);
 
 /* A learner of MAX_CYCLE (at least FROM's) to take FROM's place, fed
  * FROM's recording: a cycle FROM had learned stays learned, and one it
- * had seen enough of is learned as it returns, so growing loses no step. It goes
- * on with FROM's clock and counters, so the times the cache stamped stay
- * comparable. FROM is left as it was, for the caller to destroy. Returns
+ * had seen enough of is learned as it returns, so growing loses no step.
+ * It goes on with FROM's clock and counters, so the times the cache
+ * stamped stay comparable. FROM is left as it was, for the caller to destroy. Returns
  * 0, -EINVAL or -ENOMEM; O(recording) time. */
 int order_grow(const struct order *from, size_t max_cycle, struct order **out);
 
@@ -113,8 +113,9 @@ int order_grow(const struct order *from, size_t max_cycle, struct order **out);
  * has recorded (a memcpy), order_seed_grow feeds it to the new learner,
  * the caller then gives the new learner every access FROM got since the
  * seed was taken (order_access, in order), and order_grow_finish hands it
- * FROM's clock and counters. Each returns 0, -EINVAL (a smaller
- * MAX_CYCLE) or -ENOMEM. */
+ * FROM's clock and counters. order_seed_take and order_seed_grow return
+ * 0, -EINVAL (a MAX_CYCLE below FROM's, or one order_create refuses) or
+ * -ENOMEM. */
 struct order_seed;
 int order_seed_take(const struct order *from, size_t max_cycle, struct order_seed **out);
 int order_seed_grow(const struct order_seed *s, struct order **out);
