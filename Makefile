@@ -4,7 +4,7 @@
 #   make deps       install the Debian packages the project needs (idempotent)
 #   make test       deps, normal build, ASan+UBSan build, run every test
 #   make demo       deps, build, run the demo on a built-in default setup
-#   make bench      deps, build, run the benchmarks (issue 3)
+#   make bench      deps, build, run the update-phase benchmarks
 #   make SAN=1 ...  the same targets built with AddressSanitizer+UBSan in build-san/
 #   make format     apply .clang-format
 #
@@ -32,7 +32,9 @@ CFLAGS := -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -D_FILE_OFFSE
 LDFLAGS := $(SANFLAGS) -pthread
 LIBS := $(PKG_LIBS) -lm
 
-CORE_SRC := $(sort $(wildcard tiers/*.c policy/*.c) $(filter-out fs/main.c,$(wildcard fs/*.c)))
+# Modules may keep their files in a folder of their own (fs/cache/, ...).
+CORE_SRC := $(sort $(wildcard tiers/*.c tiers/*/*.c policy/*.c policy/*/*.c) \
+	      $(filter-out fs/main.c,$(wildcard fs/*.c fs/*/*.c)))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
