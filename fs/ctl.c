@@ -333,9 +333,9 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		    (unsigned long long)(s.write_ns / 1000000));
 	}
 	pthread_mutex_lock(&fs->lock);
-	uint64_t cached = fs->ncached, dirty = fs->ndirty, pinned = fs->npinned;
-	uint64_t reserve = fs->wb_reserve, runs = fs->write_runs;
-	uint64_t quiet_ns = fs->commit_quiet_ns, gap_ns = cache_commit_gap(fs);
+	uint64_t cached = fs->cache.ncached, dirty = fs->cache.ndirty, pinned = fs->cache.npinned;
+	uint64_t reserve = fs->cache.wb_reserve, runs = fs->eng.write_runs;
+	uint64_t quiet_ns = fs->commit.quiet_ns, gap_ns = cache_commit_gap(fs);
 	pthread_mutex_unlock(&fs->lock);
 	uint64_t hits = atomic_load(&fs->stats.hits), misses = atomic_load(&fs->stats.misses);
 	strbuf_printf(

@@ -49,12 +49,12 @@ static bool disk_key(uint64_t key, void *arg)
 
 static void plan_drop(struct fs *fs)
 {
-	keepplan_free(fs->plan);
-	keepplan_free(fs->tail_plan);
-	fs->plan = fs->tail_plan = NULL;
-	fs->gap_run = 0;
-	fs->gap_mode = false;
-	fs->disk_demand_ns = fs->idle_from_ns = 0; /* no stretch spans two plans */
+	keepplan_free(fs->eng.plan);
+	keepplan_free(fs->eng.tail_plan);
+	fs->eng.plan = fs->eng.tail_plan = NULL;
+	fs->eng.gap_run = 0;
+	fs->idle.gap_mode = false;
+	fs->idle.disk_demand_ns = fs->idle.idle_from_ns = 0; /* no stretch spans two plans */
 }
 
 /* A learned cycle as the planner works on it, off the lock: its accesses,
@@ -88,7 +88,7 @@ static int plan_input_take(struct fs *fs, struct plan_input *in)
 {
 	const uint64_t *keys;
 	const uint8_t *writes;
-	size_t n = order_cycle(fs->order, &keys, &writes);
+	size_t n = order_cycle(fs->eng.order, &keys, &writes);
 	memset(in, 0, sizeof(*in));
 	if (!n)
 		return 0;
@@ -171,10 +171,10 @@ static void plan_make(const struct plan_input *in, struct plan_output *out)
 static void plan_install(struct fs *fs, struct plan_output *out)
 {
 	plan_drop(fs);
-	fs->plan = out->plan;
-	fs->tail_plan = out->tail_plan;
-	fs->write_runs = out->write_runs;
-	fs->gap_run = out->tail_plan ? out->gap_run : 0;
+	fs->eng.plan = out->plan;
+	fs->eng.tail_plan = out->tail_plan;
+	fs->eng.write_runs = out->write_runs;
+	fs->eng.gap_run = out->tail_plan ? out->gap_run : 0;
 	cache_replan(fs);
 }
 
@@ -192,24 +192,24 @@ static void *plan_main(void *arg)
 	struct fs *fs = arg;
 	pthread_mutex_lock(&fs->lock);
 	for (;;) {
-		while (!fs->stopping && !fs->plan_want && !fs->grow_to)
-			pthread_cond_wait(&fs->plan_cond, &fs->lock);
+		while (!fs->stopping && !fs->eng.plan_want && !fs->eng.grow_to)
+			pthread_cond_wait(&fs->eng.plan_cond, &fs->lock);
 		if (fs->stopping)
 			break;
-		if (fs->grow_to) {
+		if (fs->eng.grow_to) {
 			grow_run(fs);
-			pthread_cond_broadcast(&fs->plan_cond);
+			pthread_cond_broadcast(&fs->eng.plan_cond);
 			continue;
 		}
-		fs->plan_want = false;
-		uint64_t gen = fs->plan_gen, t0 = tier_now_ns();
+		fs->eng.plan_want = false;
+		uint64_t gen = fs->eng.plan_gen, t0 = tier_now_ns();
 		struct plan_input in;
 		if (plan_input_take(fs, &in)) {
 			TFS_LOG("keep plan: %s: blocks stay in RAM by next use alone",
 				strerror(ENOMEM));
 			continue;
 		}
-		fs->plan_busy = true;
+		fs->eng.plan_busy = true;
 		uint64_t t1 = tier_now_ns();
 		pthread_mutex_unlock(&fs->lock);
 		struct plan_output out;
@@ -218,8 +218,8 @@ static void *plan_main(void *arg)
 		plan_input_free(&in);
 		pthread_mutex_lock(&fs->lock);
 		uint64_t t2 = tier_now_ns();
-		fs->plan_busy = false;
-		if (gen == fs->plan_gen && fs->learned && !fs->stopping) {
+		fs->eng.plan_busy = false;
+		if (gen == fs->eng.plan_gen && fs->eng.learned && !fs->stopping) {
 			bool made = out.plan != NULL;
 			plan_install(fs, &out);
 			if (made)
@@ -233,7 +233,7 @@ static void *plan_main(void *arg)
 			keepplan_free(out.plan);
 			keepplan_free(out.tail_plan);
 		}
-		pthread_cond_broadcast(&fs->plan_cond);
+		pthread_cond_broadcast(&fs->eng.plan_cond);
 	}
 	pthread_mutex_unlock(&fs->lock);
 	return NULL;
@@ -244,17 +244,17 @@ static void *plan_main(void *arg)
 static void plan_request(struct fs *fs, bool learned)
 {
 	plan_drop(fs);
-	fs->write_runs = 0;
-	fs->plan_gen++;
-	fs->plan_want = learned;
+	fs->eng.write_runs = 0;
+	fs->eng.plan_gen++;
+	fs->eng.plan_want = learned;
 	if (learned)
-		pthread_cond_broadcast(&fs->plan_cond);
+		pthread_cond_broadcast(&fs->eng.plan_cond);
 }
 
 void engine_plan_settle(struct fs *fs)
 {
-	while (fs->planner_running && (fs->grow_to || fs->plan_want || fs->plan_busy))
-		pthread_cond_wait(&fs->plan_cond, &fs->lock);
+	while (fs->eng.planner_running && (fs->eng.grow_to || fs->eng.plan_want || fs->eng.plan_busy))
+		pthread_cond_wait(&fs->eng.plan_cond, &fs->lock);
 }
 
 /* Why the position and not only the clock: a pause inside an update phase
@@ -269,12 +269,12 @@ void engine_plan_settle(struct fs *fs)
 bool engine_in_gap(struct fs *fs)
 {
 	size_t n = engine_cycle_len(fs);
-	if (!n || !fs->gap_run)
+	if (!n || !fs->eng.gap_run)
 		return true;
 	const uint64_t *keys;
 	const uint8_t *writes;
-	(void)order_cycle(fs->order, &keys, &writes);
-	size_t cur = order_position(fs->order), need = (fs->gap_run + 1) / 2, run = 0;
+	(void)order_cycle(fs->eng.order, &keys, &writes);
+	size_t cur = order_position(fs->eng.order), need = (fs->eng.gap_run + 1) / 2, run = 0;
 	for (size_t j = 0; j < n && run < need && !disk_key(keys[(cur + j) % n], fs); j++)
 		run++;
 	for (size_t j = 1; j <= n && run < need && !disk_key(keys[(cur + n - j) % n], fs); j++)
@@ -315,14 +315,14 @@ static uint64_t learn_need(struct fs *fs)
 	 * whose home is RAM (a rule's gradients) are the pinned entries; the
 	 * RAM tier's other slots are copies. Slots a commit under way frees
 	 * still count (t_victimscan grew once in a few runs). */
-	used = used > fs->nfreed ? used - fs->nfreed : 0;
-	return (used + fs->npinned) * 5 / 2 << fs->learn_long;
+	used = used > fs->cache.nfreed ? used - fs->cache.nfreed : 0;
+	return (used + fs->cache.npinned) * 5 / 2 << fs->eng.learn_long;
 }
 
 /* The blocks a need was worked out from (learn_need). */
 static uint64_t need_blocks(const struct fs *fs, uint64_t need)
 {
-	return (need >> fs->learn_long) * 2 / 5;
+	return (need >> fs->eng.learn_long) * 2 / 5;
 }
 
 static size_t learn_size(uint64_t need)
@@ -337,15 +337,15 @@ static size_t learn_size(uint64_t need)
  * may (auto), says so once where it may not. Lock held. */
 static void learner_fit(struct fs *fs)
 {
-	if (fs->grow_to)
+	if (fs->eng.grow_to)
 		return; /* asked already, or under way */
-	size_t have = order_max_cycle(fs->order);
-	if (!fs->conf.learn_max_cycle && !fs->learn_long && !fs->learned &&
-	    order_now(fs->order) - fs->learn_since >= 3 * (uint64_t)have) {
-		fs->learn_long = true;
+	size_t have = order_max_cycle(fs->eng.order);
+	if (!fs->conf.learn_max_cycle && !fs->eng.learn_long && !fs->eng.learned &&
+	    order_now(fs->eng.order) - fs->eng.learn_since >= 3 * (uint64_t)have) {
+		fs->eng.learn_long = true;
 		TFS_LOG("order learner: no cycle in %llu block accesses, three times what it "
 			"holds: sized from now on for a cycle of two steps",
-			(unsigned long long)(order_now(fs->order) - fs->learn_since));
+			(unsigned long long)(order_now(fs->eng.order) - fs->eng.learn_since));
 	}
 	uint64_t need = learn_need(fs);
 	if (need <= have)
@@ -359,12 +359,12 @@ static void learner_fit(struct fs *fs)
 			(unsigned long long)need_blocks(fs, need), (unsigned long long)need, have,
 			fs->conf.learn_max_cycle ? "learn_max_cycle" : "the most auto takes",
 			(unsigned long long)need, (unsigned long long)(need * 140 >> 20));
-		fs->learn_fit_done = true;
+		fs->eng.learn_fit_done = true;
 		return;
 	}
-	fs->grow_to = learn_size(need);
-	fs->grow_blocks = need_blocks(fs, need);
-	pthread_cond_broadcast(&fs->plan_cond);
+	fs->eng.grow_to = learn_size(need);
+	fs->eng.grow_blocks = need_blocks(fs, need);
+	pthread_cond_broadcast(&fs->eng.plan_cond);
 }
 
 /* Hand the learner grown (grow_run) every access the old one got since
@@ -372,57 +372,57 @@ static void learner_fit(struct fs *fs)
  * held. */
 static void grow_note(struct fs *fs, uint64_t key, bool write)
 {
-	if (fs->grow_lost)
+	if (fs->eng.grow_lost)
 		return;
-	if (fs->grow_n == fs->grow_cap) {
-		size_t cap = fs->grow_cap ? 2 * fs->grow_cap : 4096;
-		uint64_t *k = realloc(fs->grow_keys, cap * sizeof(*k));
+	if (fs->eng.grow_n == fs->eng.grow_cap) {
+		size_t cap = fs->eng.grow_cap ? 2 * fs->eng.grow_cap : 4096;
+		uint64_t *k = realloc(fs->eng.grow_keys, cap * sizeof(*k));
 		if (k)
-			fs->grow_keys = k;
-		uint8_t *w = k ? realloc(fs->grow_writes, cap) : NULL;
+			fs->eng.grow_keys = k;
+		uint8_t *w = k ? realloc(fs->eng.grow_writes, cap) : NULL;
 		if (w)
-			fs->grow_writes = w;
+			fs->eng.grow_writes = w;
 		if (!k || !w) {
-			fs->grow_lost = true;
+			fs->eng.grow_lost = true;
 			return;
 		}
-		fs->grow_cap = cap;
+		fs->eng.grow_cap = cap;
 	}
-	fs->grow_keys[fs->grow_n] = key;
-	fs->grow_writes[fs->grow_n++] = write;
+	fs->eng.grow_keys[fs->eng.grow_n] = key;
+	fs->eng.grow_writes[fs->eng.grow_n++] = write;
 }
 
 static void grow_pending_free(struct fs *fs)
 {
-	free(fs->grow_keys);
-	free(fs->grow_writes);
-	fs->grow_keys = NULL;
-	fs->grow_writes = NULL;
-	fs->grow_n = fs->grow_cap = 0;
-	fs->grow_lost = false;
+	free(fs->eng.grow_keys);
+	free(fs->eng.grow_writes);
+	fs->eng.grow_keys = NULL;
+	fs->eng.grow_writes = NULL;
+	fs->eng.grow_n = fs->eng.grow_cap = 0;
+	fs->eng.grow_lost = false;
 }
 
 /* The learner learned a cycle, or lost it: the plans and the cache's
  * stamps follow. Lock held. */
 static void learn_sync(struct fs *fs)
 {
-	bool learned = order_learned(fs->order);
-	uint64_t count = order_learn_count(fs->order);
-	if (learned != fs->learned || (learned && count != fs->learn_count)) {
-		bool was = fs->learned;
-		fs->learned = learned;
-		fs->learn_count = count;
+	bool learned = order_learned(fs->eng.order);
+	uint64_t count = order_learn_count(fs->eng.order);
+	if (learned != fs->eng.learned || (learned && count != fs->eng.learn_count)) {
+		bool was = fs->eng.learned;
+		fs->eng.learned = learned;
+		fs->eng.learn_count = count;
 		if (learned) {
 			TFS_LOG("%s: a cycle of %zu block accesses",
 				was ? "part of the access order changed, relearned"
 				    : "learned the access order",
-				order_cycle_len(fs->order));
+				order_cycle_len(fs->eng.order));
 			plan_request(fs, true);
 			cache_restamp(fs);
 		} else {
 			TFS_LOG("the access order changed: back to LRU until it is relearned");
 			plan_request(fs, false);
-			fs->learn_since = order_now(fs->order);
+			fs->eng.learn_since = order_now(fs->eng.order);
 		}
 	}
 }
@@ -436,37 +436,37 @@ static void learn_sync(struct fs *fs)
  * the new learner is fed. */
 static void grow_run(struct fs *fs)
 {
-	size_t size = fs->grow_to, have = order_max_cycle(fs->order);
-	uint64_t blocks = fs->grow_blocks, t0 = tier_now_ns();
+	size_t size = fs->eng.grow_to, have = order_max_cycle(fs->eng.order);
+	uint64_t blocks = fs->eng.grow_blocks, t0 = tier_now_ns();
 	struct order_seed *seed;
 	struct order *o = NULL;
-	int rc = order_seed_take(fs->order, size, &seed);
+	int rc = order_seed_take(fs->eng.order, size, &seed);
 	if (!rc) {
-		fs->grow_busy = true;
+		fs->eng.grow_busy = true;
 		uint64_t t1 = tier_now_ns();
 		pthread_mutex_unlock(&fs->lock);
 		rc = order_seed_grow(seed, &o);
 		order_seed_free(seed);
 		pthread_mutex_lock(&fs->lock);
-		fs->grow_busy = false;
-		if (!rc && fs->grow_lost)
+		fs->eng.grow_busy = false;
+		if (!rc && fs->eng.grow_lost)
 			rc = -ENOMEM;
-		if (!rc && !fs->stopping && fs->order) {
+		if (!rc && !fs->stopping && fs->eng.order) {
 			uint64_t t2 = tier_now_ns();
-			size_t late = fs->grow_n;
+			size_t late = fs->eng.grow_n;
 			for (size_t i = 0; i < late; i++)
-				order_access(o, fs->grow_keys[i], fs->grow_writes[i]);
-			order_grow_finish(o, fs->order);
-			struct order *old = fs->order;
-			fs->order = o;
+				order_access(o, fs->eng.grow_keys[i], fs->eng.grow_writes[i]);
+			order_grow_finish(o, fs->eng.order);
+			struct order *old = fs->eng.order;
+			fs->eng.order = o;
 			o = old; /* destroyed below */
-			fs->learn_since = order_now(fs->order);
-			fs->learn_fit_done = size >= LEARN_AUTO_MAX;
+			fs->eng.learn_since = order_now(fs->eng.order);
+			fs->eng.learn_fit_done = size >= LEARN_AUTO_MAX;
 			TFS_LOG("order learner: grown to %zu block accesses for the %llu blocks "
 				"the files hold%s (about %zu MiB) in %.3f s, %.3f s of it under "
 				"the lock (%zu accesses made meanwhile)",
 				size, (unsigned long long)blocks,
-				fs->learn_long ? ", a cycle of two steps" : "", size * 140 >> 20,
+				fs->eng.learn_long ? ", a cycle of two steps" : "", size * 140 >> 20,
 				(double)(tier_now_ns() - t0) / 1e9,
 				(double)(t1 - t0 + tier_now_ns() - t2) / 1e9, late);
 			learn_sync(fs);
@@ -476,9 +476,9 @@ static void grow_run(struct fs *fs)
 		TFS_LOG("order learner: growing it to %zu block accesses for %llu blocks: %s; "
 			"it stays at %zu",
 			size, (unsigned long long)blocks, strerror(-rc), have);
-		fs->learn_fit_done = true;
+		fs->eng.learn_fit_done = true;
 	}
-	fs->grow_to = 0;
+	fs->eng.grow_to = 0;
 	grow_pending_free(fs);
 	if (o) {
 		pthread_mutex_unlock(&fs->lock);
@@ -489,15 +489,15 @@ static void grow_run(struct fs *fs)
 
 void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
 {
-	if (!fs->order || idx >> KEY_IDX_BITS)
+	if (!fs->eng.order || idx >> KEY_IDX_BITS)
 		return;
-	if (!fs->learn_fit_done && order_now(fs->order) - fs->learn_fit_at >= LEARN_FIT_EVERY) {
-		fs->learn_fit_at = order_now(fs->order);
+	if (!fs->eng.learn_fit_done && order_now(fs->eng.order) - fs->eng.learn_fit_at >= LEARN_FIT_EVERY) {
+		fs->eng.learn_fit_at = order_now(fs->eng.order);
 		learner_fit(fs);
 	}
 	uint64_t key = key_of(id, idx);
-	order_access(fs->order, key, write);
-	if (fs->grow_busy)
+	order_access(fs->eng.order, key, write);
+	if (fs->eng.grow_busy)
 		grow_note(fs, key, write);
 	learn_sync(fs);
 	/* The prefetcher looks again once per request's worth of blocks (a
@@ -507,57 +507,57 @@ void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
 	 * of the update phase on a 2-core VM (512 MiB of state, 256 MiB of
 	 * RAM: steps 2.6-3.2 s against 2.8-3.4 s, three pairs). Completed
 	 * read-aheads still wake it every time (cache.c). */
-	if (fs->learned && fs->prefetcher_running) {
-		uint64_t now = order_now(fs->order), every = fs_request_blocks(fs);
-		if (every == 1 || now - fs->pf_signalled >= every) {
-			fs->pf_signalled = now;
-			pthread_cond_signal(&fs->prefetch_cond);
+	if (fs->eng.learned && fs->cache.prefetcher_running) {
+		uint64_t now = order_now(fs->eng.order), every = fs_request_blocks(fs);
+		if (every == 1 || now - fs->cache.pf_signalled >= every) {
+			fs->cache.pf_signalled = now;
+			pthread_cond_signal(&fs->cache.prefetch_cond);
 		}
 	}
 }
 
 uint8_t engine_plan(struct fs *fs, uint64_t id, uint64_t idx)
 {
-	if (!fs->learned || idx >> KEY_IDX_BITS)
+	if (!fs->eng.learned || idx >> KEY_IDX_BITS)
 		return KEEPPLAN_NONE;
-	return (uint8_t)keepplan_lookup(fs->gap_mode && fs->tail_plan ? fs->tail_plan : fs->plan,
+	return (uint8_t)keepplan_lookup(fs->idle.gap_mode && fs->eng.tail_plan ? fs->eng.tail_plan : fs->eng.plan,
 					key_of(id, idx));
 }
 
 uint64_t engine_now(struct fs *fs)
 {
-	return fs->order ? order_now(fs->order) : 0;
+	return fs->eng.order ? order_now(fs->eng.order) : 0;
 }
 
 uint64_t engine_stale_before(struct fs *fs)
 {
-	if (!fs->order)
+	if (!fs->eng.order)
 		return 0;
-	uint64_t now = order_now(fs->order), tol = order_tolerance(fs->order);
+	uint64_t now = order_now(fs->eng.order), tol = order_tolerance(fs->eng.order);
 	return now > tol ? now - tol : 0;
 }
 
 size_t engine_cycle_len(struct fs *fs)
 {
-	return fs->order && fs->learned ? order_cycle_len(fs->order) : 0;
+	return fs->eng.order && fs->eng.learned ? order_cycle_len(fs->eng.order) : 0;
 }
 
 uint64_t engine_next_read(struct fs *fs, uint64_t id, uint64_t idx, uint64_t *next_use)
 {
 	*next_use = UINT64_MAX;
-	if (!fs->learned || idx >> KEY_IDX_BITS)
+	if (!fs->eng.learned || idx >> KEY_IDX_BITS)
 		return UINT64_MAX;
 	uint64_t key = key_of(id, idx);
-	uint64_t u = order_next_use(fs->order, key);
+	uint64_t u = order_next_use(fs->eng.order, key);
 	if (u != UINT64_MAX)
-		*next_use = order_now(fs->order) + u;
-	uint64_t d = order_next_read(fs->order, key);
+		*next_use = order_now(fs->eng.order) + u;
+	uint64_t d = order_next_read(fs->eng.order, key);
 	/* Overwritten before it is read again (a sub-group's block between its
 	 * read and its write-back): what RAM holds is dead, and dropping it
 	 * costs nothing, so it is the first to go. */
 	if (d == UINT64_MAX || d != u)
 		return UINT64_MAX;
-	return order_now(fs->order) + d;
+	return order_now(fs->eng.order) + d;
 }
 
 /* Whether RAM is full and blocks read ahead, not used yet, take half the
@@ -569,7 +569,7 @@ uint64_t engine_next_read(struct fs *fs, uint64_t id, uint64_t idx, uint64_t *ne
  * when predicted goes first (next_read_of), so none holds the bound. */
 static bool prefetch_crowds(const struct fs *fs)
 {
-	return fs->ncached >= fs->cache_slots && fs->nprefetched >= (fs->prefetch_max + 1) / 2;
+	return fs->cache.ncached >= fs->cache.cache_slots && fs->cache.nprefetched >= (fs->cache.prefetch_max + 1) / 2;
 }
 
 /* Read-ahead blocks whose use the prefetcher judges at a time: enough that
@@ -588,26 +588,26 @@ static bool prefetch_crowds(const struct fs *fs)
  * Lock held. */
 static bool prefetch_pays(struct fs *fs, uint64_t now)
 {
-	if (now < fs->pf_pause_until)
+	if (now < fs->cache.pf_pause_until)
 		return false;
 	uint64_t used = atomic_load(&fs->stats.prefetch_hits),
 		 wasted = atomic_load(&fs->stats.prefetch_wasted);
-	uint64_t du = used - fs->pf_used0, dw = wasted - fs->pf_wasted0;
+	uint64_t du = used - fs->cache.pf_used0, dw = wasted - fs->cache.pf_wasted0;
 	if (du + dw < PREFETCH_WINDOW)
 		return true;
-	fs->pf_used0 = used;
-	fs->pf_wasted0 = wasted;
+	fs->cache.pf_used0 = used;
+	fs->cache.pf_wasted0 = wasted;
 	if (dw <= du)
 		return true;
-	fs->pf_pause_until = now + order_cycle_len(fs->order);
+	fs->cache.pf_pause_until = now + order_cycle_len(fs->eng.order);
 	return false;
 }
 
 void engine_idle_ended(struct fs *fs)
 {
-	fs->pf_pause_until = 0;
-	fs->pf_used0 = atomic_load(&fs->stats.prefetch_hits);
-	fs->pf_wasted0 = atomic_load(&fs->stats.prefetch_wasted);
+	fs->cache.pf_pause_until = 0;
+	fs->cache.pf_used0 = atomic_load(&fs->stats.prefetch_hits);
+	fs->cache.pf_wasted0 = atomic_load(&fs->stats.prefetch_wasted);
 }
 
 /* How much further than prefetch_depth read-ahead looks while the disks
@@ -633,19 +633,19 @@ static void *prefetcher_main(void *arg)
 	pthread_mutex_lock(&fs->lock);
 	while (!fs->stopping) {
 		if (!again)
-			pthread_cond_wait(&fs->prefetch_cond, &fs->lock);
+			pthread_cond_wait(&fs->cache.prefetch_cond, &fs->lock);
 		again = false;
-		if (fs->stopping || !fs->learned)
+		if (fs->stopping || !fs->eng.learned)
 			continue;
 		/* Between steps the next accesses are gradient writes, in
 		 * RAM: look past them to the update's first reads, as far as
 		 * RAM lets read-ahead evict blocks needed later. Idle disks
 		 * cost nothing, so the read-ahead's pause does not hold then. */
 		bool idle = cache_disk_idle(fs);
-		if (!idle && !prefetch_pays(fs, order_now(fs->order)))
+		if (!idle && !prefetch_pays(fs, order_now(fs->eng.order)))
 			continue;
-		size_t n = idle ? order_upcoming_reads(fs->order, ahead, keys, dist)
-				: order_upcoming(fs->order, depth, keys);
+		size_t n = idle ? order_upcoming_reads(fs->eng.order, ahead, keys, dist)
+				: order_upcoming(fs->eng.order, depth, keys);
 		/* A victim search that found nothing needed after a time finds
 		 * nothing for any later time either, until the lock is dropped
 		 * (a read started): each search walks up to thousands of
@@ -653,17 +653,17 @@ static void *prefetcher_main(void *arg)
 		 * With 16 Ki RAM blocks of 16 KiB, skipping them took a run's
 		 * searches from 1.03 M to 0.86 M. */
 		uint64_t none_after = UINT64_MAX;
-		for (size_t i = 0; i < n && fs->prefetch_inflight < fs->prefetch_max &&
-				   (idle || !prefetch_crowds(fs)) && fs->learned && !fs->stopping;
+		for (size_t i = 0; i < n && fs->cache.prefetch_inflight < fs->cache.prefetch_max &&
+				   (idle || !prefetch_crowds(fs)) && fs->eng.learned && !fs->stopping;
 		     i++) {
 			/* A block whose next access overwrites it needs no read.
 			 * One whose own last access says its read is far off was
 			 * read already: the global position lags a rank that ran
 			 * ahead, and loading it again would waste a read and a
 			 * slot until the next step. */
-			uint64_t when = order_next_read(fs->order, keys[i]);
+			uint64_t when = order_next_read(fs->eng.order, keys[i]);
 			uint64_t at = idle ? dist[i] : i;
-			if (when != order_next_use(fs->order, keys[i]) || when > at + depth)
+			if (when != order_next_use(fs->eng.order, keys[i]) || when > at + depth)
 				continue;
 			/* Loaded if need be: an inode the kernel has forgotten,
 			 * with nothing cached, leaves the table (cache.c's
@@ -676,7 +676,7 @@ static void *prefetcher_main(void *arg)
 			uint64_t idx = keys[i] & ((1u << KEY_IDX_BITS) - 1);
 			/* WHEN counts from the clock now: cache_prefetch drops
 			 * the lock, and the ranks move it on meanwhile. */
-			uint64_t need_at = order_now(fs->order) + when;
+			uint64_t need_at = order_now(fs->eng.order) + when;
 			if (need_at >= none_after)
 				continue;
 			int rc = cache_prefetch(fs, in, idx, need_at);
@@ -699,7 +699,7 @@ static void *prefetcher_main(void *arg)
 int engine_init(struct fs *fs)
 {
 	/* Signalled by every completed read-ahead, sequential ones too. */
-	pthread_cond_init(&fs->prefetch_cond, NULL);
+	pthread_cond_init(&fs->cache.prefetch_cond, NULL);
 	if (!fs->conf.learn)
 		return 0;
 	/* auto: as large as the data already there needs (a remount of a
@@ -707,28 +707,28 @@ int engine_init(struct fs *fs)
 	struct order_params op = {.max_cycle = fs->conf.learn_max_cycle
 						   ? fs->conf.learn_max_cycle
 						   : learn_size(learn_need(fs))};
-	int rc = order_create(&op, &fs->order);
+	int rc = order_create(&op, &fs->eng.order);
 	if (rc) {
 		TFS_LOG("order learner of %zu block accesses: %s", op.max_cycle, strerror(-rc));
 		return rc;
 	}
-	pthread_cond_init(&fs->plan_cond, NULL);
+	pthread_cond_init(&fs->eng.plan_cond, NULL);
 	learner_fit(fs); /* a fixed size already short says so at mount */
-	rc = pthread_create(&fs->planner, NULL, plan_main, fs);
+	rc = pthread_create(&fs->eng.planner, NULL, plan_main, fs);
 	if (rc)
 		return -rc;
-	(void)pthread_setname_np(fs->planner, "tierfs-plan");
-	fs->planner_running = true;
+	(void)pthread_setname_np(fs->eng.planner, "tierfs-plan");
+	fs->eng.planner_running = true;
 	if (!fs->conf.prefetch_depth || !fs->stripe.n)
 		return 0;
 	/* Prefetch may use the queue depth of every persistent tier, which
 	 * the scheduler serves after demand reads. */
-	fs->prefetch_max = fs_persistent_queue(fs);
-	rc = pthread_create(&fs->prefetcher, NULL, prefetcher_main, fs);
+	fs->cache.prefetch_max = fs_persistent_queue(fs);
+	rc = pthread_create(&fs->cache.prefetcher, NULL, prefetcher_main, fs);
 	if (rc)
 		return -rc;
-	(void)pthread_setname_np(fs->prefetcher, "tierfs-prefetch"); /* as the flusher's */
-	fs->prefetcher_running = true;
+	(void)pthread_setname_np(fs->cache.prefetcher, "tierfs-prefetch"); /* as the flusher's */
+	fs->cache.prefetcher_running = true;
 	return 0;
 }
 
@@ -745,24 +745,24 @@ static void thread_stop(struct fs *fs, pthread_t th, pthread_cond_t *cond)
 
 void engine_stop(struct fs *fs)
 {
-	if (fs->planner_running) {
-		thread_stop(fs, fs->planner, &fs->plan_cond);
-		fs->planner_running = false;
-		pthread_cond_destroy(&fs->plan_cond);
+	if (fs->eng.planner_running) {
+		thread_stop(fs, fs->eng.planner, &fs->eng.plan_cond);
+		fs->eng.planner_running = false;
+		pthread_cond_destroy(&fs->eng.plan_cond);
 	}
-	if (fs->prefetcher_running) {
-		thread_stop(fs, fs->prefetcher, &fs->prefetch_cond);
-		fs->prefetcher_running = false;
+	if (fs->cache.prefetcher_running) {
+		thread_stop(fs, fs->cache.prefetcher, &fs->cache.prefetch_cond);
+		fs->cache.prefetcher_running = false;
 		pthread_mutex_lock(&fs->lock);
-		while (fs->prefetch_inflight)
+		while (fs->cache.prefetch_inflight)
 			pthread_cond_wait(&fs->cond, &fs->lock);
 		pthread_mutex_unlock(&fs->lock);
 	}
 	/* Under the lock: the flusher, still running, reads the learner
 	 * under it (engine_now, engine_stale_before) until flusher_stop. */
 	pthread_mutex_lock(&fs->lock);
-	struct order *o = fs->order;
-	fs->order = NULL;
+	struct order *o = fs->eng.order;
+	fs->eng.order = NULL;
 	plan_drop(fs);
 	pthread_mutex_unlock(&fs->lock);
 	if (o)
@@ -776,17 +776,17 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	 * read ahead is counted as used or wasted only once it counts as read
 	 * ahead. */
 	pthread_mutex_lock(&fs->lock);
-	bool enabled = fs->order != NULL;
+	bool enabled = fs->eng.order != NULL;
 	size_t max_cycle = 0;
 	if (enabled) {
-		order_get_stats(fs->order, &s);
-		max_cycle = order_max_cycle(fs->order);
+		order_get_stats(fs->eng.order, &s);
+		max_cycle = order_max_cycle(fs->eng.order);
 	}
 	struct keepplan_stats kps;
-	keepplan_get_stats(fs->plan, &kps);
+	keepplan_get_stats(fs->eng.plan, &kps);
 	static const char *const gap_plan[] = {"no", "yes", "auto"};
 	unsigned long long idle_after_ms = cache_idle_after(fs) / 1000000ULL;
-	bool gap_mode = fs->gap_mode;
+	bool gap_mode = fs->idle.gap_mode;
 	unsigned long long pf = atomic_load(&fs->stats.prefetches),
 			   pf_hits = atomic_load(&fs->stats.prefetch_hits),
 			   pf_wasted = atomic_load(&fs->stats.prefetch_wasted);

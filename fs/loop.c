@@ -84,7 +84,7 @@ static void *worker(void *arg)
 	 * into a buffer of the worker's own and copy, as libfuse does. */
 	size_t size = TIER_RAM_HEADROOM + FS_MAX_REQUEST;
 	char *own = NULL;
-	if (fs->nlanding) {
+	if (fs->cache.nlanding) {
 		t_landing = cache_landing_get(fs);
 		size = TIER_RAM_HEADROOM + fs->bs;
 	}

@@ -323,15 +323,20 @@ int fs_mount_prepare(struct fs *fs)
 	fs->ram = fs->conf.ram_tier;
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_cond_init(&fs->cond, NULL);
-	pthread_cond_init(&fs->flusher_cond, NULL);
+	pthread_cond_init(&fs->cache.flusher_cond, NULL);
+	pthread_mutex_init(&fs->commit.lock, NULL);
+	pthread_mutex_init(&fs->commit.sync_lock, NULL);
+	/* Epoch 0 means "no write-back": every tier starts at 1. */
+	for (int i = 0; i < CONF_MAX_TIERS; i++)
+		atomic_store(&fs->commit.wb_epoch[i], 1);
 	pthread_condattr_t ca;
 	if ((rc = pthread_condattr_init(&ca)))
 		return -rc;
 	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	if (!rc)
-		rc = pthread_cond_init(&fs->reclaim_cond, &ca);
+		rc = pthread_cond_init(&fs->cache.reclaim_cond, &ca);
 	if (!rc)
-		rc = pthread_cond_init(&fs->commit_cond, &ca);
+		rc = pthread_cond_init(&fs->commit.cond, &ca);
 	pthread_condattr_destroy(&ca);
 	if (rc)
 		return -rc;

@@ -1082,7 +1082,7 @@ static void data_space(struct fs *fs, uint64_t *used, uint64_t *total)
 	if (!t) {
 		fs_tier_slots(fs, fs->ram, &u, &t);
 		/* The cache's own slots are not space users lose. */
-		uint64_t cache = fs->ncached - fs->npinned;
+		uint64_t cache = fs->cache.ncached - fs->cache.npinned;
 		u -= cache < u ? cache : 0;
 	}
 	*used = u;

@@ -38,19 +38,19 @@ void fs_name_id_set(struct meta_inode *a, uint64_t parent, const char *name)
 
 static struct orderid_slot *find(struct fs *fs, uint64_t id)
 {
-	for (size_t i = mix64(id) & fs->oid_mask;; i = (i + 1) & fs->oid_mask)
-		if (fs->oid[i].id == id || !fs->oid[i].id)
-			return &fs->oid[i];
+	for (size_t i = mix64(id) & fs->eng.oid_mask;; i = (i + 1) & fs->eng.oid_mask)
+		if (fs->eng.oid[i].id == id || !fs->eng.oid[i].id)
+			return &fs->eng.oid[i];
 }
 
 static int grow(struct fs *fs)
 {
-	size_t osize = fs->oid ? fs->oid_mask + 1 : 0, nsize = osize ? osize * 2 : 256;
-	struct orderid_slot *old = fs->oid, *n = calloc(nsize, sizeof(*n));
+	size_t osize = fs->eng.oid ? fs->eng.oid_mask + 1 : 0, nsize = osize ? osize * 2 : 256;
+	struct orderid_slot *old = fs->eng.oid, *n = calloc(nsize, sizeof(*n));
 	if (!n)
 		return -ENOMEM;
-	fs->oid = n;
-	fs->oid_mask = nsize - 1;
+	fs->eng.oid = n;
+	fs->eng.oid_mask = nsize - 1;
 	for (size_t i = 0; i < osize; i++)
 		if (old[i].id)
 			*find(fs, old[i].id) = old[i];
@@ -63,7 +63,7 @@ int fs_order_id_add(struct fs *fs, const struct meta_inode *a)
 	uint64_t id = fs_name_id(a);
 	if (!id)
 		return 0;
-	if (!fs->oid || (fs->oid_used + 1) * 2 > fs->oid_mask + 1) {
+	if (!fs->eng.oid || (fs->eng.oid_used + 1) * 2 > fs->eng.oid_mask + 1) {
 		int rc = grow(fs);
 		if (rc)
 			return rc;
@@ -71,7 +71,7 @@ int fs_order_id_add(struct fs *fs, const struct meta_inode *a)
 	struct orderid_slot *s = find(fs, id);
 	if (!s->id) {
 		s->id = id;
-		fs->oid_used++;
+		fs->eng.oid_used++;
 	} else if (s->ino > a->ino) {
 		return 0; /* an older file loaded again (ls -l): the newer stays */
 	}
@@ -82,31 +82,31 @@ int fs_order_id_add(struct fs *fs, const struct meta_inode *a)
 void fs_order_id_del(struct fs *fs, const struct meta_inode *a)
 {
 	uint64_t id = fs_name_id(a);
-	if (!id || !fs->oid)
+	if (!id || !fs->eng.oid)
 		return;
 	struct orderid_slot *s = find(fs, id);
 	if (s->id != id || s->ino != a->ino)
 		return;
 	/* Backward shift: move up each later entry of the run that may sit
 	 * in the hole, so no lookup stops early at it. */
-	size_t hole = (size_t)(s - fs->oid);
-	for (size_t j = (hole + 1) & fs->oid_mask; fs->oid[j].id; j = (j + 1) & fs->oid_mask) {
-		size_t home = mix64(fs->oid[j].id) & fs->oid_mask;
+	size_t hole = (size_t)(s - fs->eng.oid);
+	for (size_t j = (hole + 1) & fs->eng.oid_mask; fs->eng.oid[j].id; j = (j + 1) & fs->eng.oid_mask) {
+		size_t home = mix64(fs->eng.oid[j].id) & fs->eng.oid_mask;
 		/* j's entry may move to the hole if its home is not in (hole, j] */
-		if (((j - home) & fs->oid_mask) >= ((j - hole) & fs->oid_mask)) {
-			fs->oid[hole] = fs->oid[j];
+		if (((j - home) & fs->eng.oid_mask) >= ((j - hole) & fs->eng.oid_mask)) {
+			fs->eng.oid[hole] = fs->eng.oid[j];
 			hole = j;
 		}
 	}
-	fs->oid[hole].id = 0;
-	fs->oid_used--;
+	fs->eng.oid[hole].id = 0;
+	fs->eng.oid_used--;
 }
 
 uint64_t fs_order_id_ino(struct fs *fs, uint64_t id)
 {
 	if (!(id & FS_NAME_ID))
 		return id;
-	if (!fs->oid)
+	if (!fs->eng.oid)
 		return 0;
 	struct orderid_slot *s = find(fs, id & (FS_NAME_ID - 1));
 	return s->id ? s->ino : 0;
@@ -114,7 +114,7 @@ uint64_t fs_order_id_ino(struct fs *fs, uint64_t id)
 
 void fs_order_ids_free(struct fs *fs)
 {
-	free(fs->oid);
-	fs->oid = NULL;
-	fs->oid_mask = fs->oid_used = 0;
+	free(fs->eng.oid);
+	fs->eng.oid = NULL;
+	fs->eng.oid_mask = fs->eng.oid_used = 0;
 }

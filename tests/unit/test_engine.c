@@ -144,7 +144,7 @@ static void stop_while_read(void **state)
 		assert_int_equal(pthread_mutex_init(&fs.lock, NULL), 0);
 		assert_int_equal(pthread_cond_init(&fs.cond, NULL), 0);
 		assert_int_equal(engine_init(&fs), 0);
-		assert_non_null(fs.order);
+		assert_non_null(fs.eng.order);
 		/* A learned cycle, so that the reads go deep into the learner. */
 		pthread_mutex_lock(&fs.lock);
 		for (int step = 0; step < 20; step++)
@@ -158,7 +158,7 @@ static void stop_while_read(void **state)
 		while (!atomic_load(&g_started))
 			;
 		engine_stop(&fs);
-		assert_null(fs.order);
+		assert_null(fs.eng.order);
 		atomic_store(&g_done, 1);
 		assert_int_equal(pthread_join(t, NULL), 0);
 		/* Stopped, the engine still answers, with "nothing learned". */
@@ -216,11 +216,11 @@ static void gap_position(void **state)
 	g_blk = 0;
 	for (int step = 0; step < 6; step++)
 		advance_to(&fs, -1, 0);
-	assert_true(fs.learned);
+	assert_true(fs.eng.learned);
 	/* Built by the planner, off the lock. */
 	engine_plan_settle(&fs);
-	assert_non_null(fs.tail_plan);
-	assert_int_equal(fs.gap_run, 16);
+	assert_non_null(fs.eng.tail_plan);
+	assert_int_equal(fs.eng.gap_run, 16);
 	/* Next: the first RAM block of the long run. */
 	advance_to(&fs, 1, 31);
 	assert_true(engine_in_gap(&fs));
@@ -270,7 +270,7 @@ static void learner_setup(struct fs *fs, uint64_t used)
 static size_t max_cycle_settled(struct fs *fs)
 {
 	engine_plan_settle(fs);
-	return order_max_cycle(fs->order);
+	return order_max_cycle(fs->eng.order);
 }
 
 static void learner_grows(void **state)
@@ -281,33 +281,33 @@ static void learner_grows(void **state)
 	assert_int_equal(max_cycle_settled(&fs), 1u << 16);
 	/* A cycle of 1000 accesses, learned at the smallest size. */
 	feed(&fs, 6, 1000);
-	assert_true(fs.learned);
+	assert_true(fs.eng.learned);
 	uint64_t t0 = engine_now(&fs);
 	/* The data grows to 60000 blocks: about 150000 accesses a step. */
 	g_used = 60000;
 	feed(&fs, 5, 1000);
 	assert_int_equal(max_cycle_settled(&fs), 1u << 18);
-	assert_true(fs.learned); /* fed the old recording: still learned */
+	assert_true(fs.eng.learned); /* fed the old recording: still learned */
 	assert_int_equal(engine_cycle_len(&fs), 1000);
 	assert_true(engine_now(&fs) >= t0 + 4096); /* the clock went on */
 	assert_true(engine_now(&fs) <= t0 + 5000);
 	feed(&fs, 6, 1000);
-	assert_true(fs.learned); /* learned again */
+	assert_true(fs.eng.learned); /* learned again */
 	assert_int_equal(engine_cycle_len(&fs), 1000);
 	/* No growth while the data fits. */
 	feed(&fs, 10, 1000);
 	assert_int_equal(max_cycle_settled(&fs), 1u << 18);
 	/* Slots that the next commit frees are not blocks of the data ... */
 	g_used = 120000;
-	fs.nfreed = 60000;
+	fs.cache.nfreed = 60000;
 	feed(&fs, 5, 1000);
 	assert_int_equal(max_cycle_settled(&fs), 1u << 18);
 	/* ... and blocks whose home is RAM are. */
-	fs.npinned = 60000;
+	fs.cache.npinned = 60000;
 	feed(&fs, 5, 1000);
 	assert_int_equal(max_cycle_settled(&fs), 1u << 19);
-	fs.nfreed = 0;
-	fs.npinned = 0;
+	fs.cache.nfreed = 0;
+	fs.cache.npinned = 0;
 	pthread_mutex_unlock(&fs.lock);
 	engine_stop(&fs);
 
@@ -321,8 +321,8 @@ static void learner_grows(void **state)
 	pthread_mutex_lock(&fs.lock);
 	feed(&fs, 10, 1000);
 	assert_int_equal(max_cycle_settled(&fs), 4096);
-	assert_true(fs.learn_fit_done);
-	assert_true(fs.learned); /* a step that fits is still learned */
+	assert_true(fs.eng.learn_fit_done);
+	assert_true(fs.eng.learned); /* a step that fits is still learned */
 	pthread_mutex_unlock(&fs.lock);
 	engine_stop(&fs);
 	pthread_cond_destroy(&fs.cond);
@@ -349,15 +349,15 @@ static void learner_long_cycle(void **state)
 	learner_setup(&fs, 30000);
 	assert_int_equal(max_cycle_settled(&fs), 1u << 17);
 	feed_alternating(&fs, 5, 70000); /* 350000 accesses, under 3 x 131072 */
-	assert_false(fs.learned);
-	assert_false(fs.learn_long);
+	assert_false(fs.eng.learned);
+	assert_false(fs.eng.learn_long);
 	assert_int_equal(max_cycle_settled(&fs), 1u << 17);
 	feed_alternating(&fs, 1, 70000);
-	assert_true(fs.learn_long);
+	assert_true(fs.eng.learn_long);
 	assert_int_equal(max_cycle_settled(&fs), 1u << 18);
-	for (int step = 0; step < 8 && !fs.learned; step++)
+	for (int step = 0; step < 8 && !fs.eng.learned; step++)
 		feed_alternating(&fs, 1, 70000);
-	assert_true(fs.learned);
+	assert_true(fs.eng.learned);
 	/* Two steps, less the repeat that collapses at each turn. */
 	assert_int_equal(engine_cycle_len(&fs), 139998);
 	pthread_mutex_unlock(&fs.lock);
@@ -369,8 +369,8 @@ static void learner_long_cycle(void **state)
 	/* A step that repeats within its length never makes it long. */
 	learner_setup(&fs, 30000);
 	feed(&fs, 12, 70000);
-	assert_true(fs.learned);
-	assert_false(fs.learn_long);
+	assert_true(fs.eng.learned);
+	assert_false(fs.eng.learn_long);
 	assert_int_equal(max_cycle_settled(&fs), 1u << 17);
 	pthread_mutex_unlock(&fs.lock);
 	engine_stop(&fs);

@@ -65,13 +65,13 @@ static void test_newest_wins(void **state)
 	assert_int_equal(fs_order_id_ino(&fs, id), 30);
 	fs_order_id_del(&fs, &cur);
 	assert_int_equal(fs_order_id_ino(&fs, id), 0);
-	assert_int_equal(fs.oid_used, 0);
+	assert_int_equal(fs.eng.oid_used, 0);
 	/* No name id: nothing to list. */
 	struct meta_inode plain;
 	memset(&plain, 0, sizeof(plain));
 	plain.ino = 40;
 	assert_int_equal(fs_order_id_add(&fs, &plain), 0);
-	assert_int_equal(fs.oid_used, 0);
+	assert_int_equal(fs.eng.oid_used, 0);
 	fs_order_ids_free(&fs);
 }
 
@@ -88,11 +88,11 @@ static void test_many(void **state)
 		a[i] = made(100 + (uint64_t)i, 1, name);
 		assert_int_equal(fs_order_id_add(&fs, &a[i]), 0);
 	}
-	assert_int_equal(fs.oid_used, N);
-	assert_true(fs.oid_used * 2 <= fs.oid_mask + 1);
+	assert_int_equal(fs.eng.oid_used, N);
+	assert_true(fs.eng.oid_used * 2 <= fs.eng.oid_mask + 1);
 	for (int i = 0; i < N; i += 2)
 		fs_order_id_del(&fs, &a[i]);
-	assert_int_equal(fs.oid_used, N / 2);
+	assert_int_equal(fs.eng.oid_used, N / 2);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(fs_order_id_ino(&fs, FS_NAME_ID | fs_name_id(&a[i])),
 				 i % 2 ? 100 + (uint64_t)i : 0);

@@ -7,7 +7,7 @@
  * the cache runs without FUSE (fs_mount_prepare on a RAM tier and a posix
  * tier capped at 2 MiB/s of writes), RAM is full of another file's dirty
  * blocks, and a thread writes a new block while the test waits for it to
- * stand in entry_alloc (fs->reclaim_waiters), then pins the file. The new
+ * stand in entry_alloc (fs->cache.reclaim_waiters), then pins the file. The new
  * block must follow the pin (2147f5b, 7474cdc):
  *   - pinned to RAM: it is pinned there, with no disk slot (before: it
  *     kept the disk slot chosen for the striped home);
@@ -153,7 +153,7 @@ static void write_block(struct fix *f, struct inode *in, uint64_t idx, char fill
 static void fill_ram(struct fix *f)
 {
 	struct inode *a = new_file(f->fs, "a");
-	uint64_t n = f->fs->cache_slots + 8;
+	uint64_t n = f->fs->cache.cache_slots + 8;
 	for (uint64_t i = 0; i < n; i++)
 		write_block(f, a, i, 'a');
 }
@@ -189,7 +189,7 @@ static void pin_during_write(struct fix *f, struct inode *in, int tier)
 	bool waiting = false;
 	for (int i = 0; i < 5000 && !waiting; i++) {
 		pthread_mutex_lock(&fs->lock);
-		waiting = fs->reclaim_waiters > 0;
+		waiting = fs->cache.reclaim_waiters > 0;
 		pthread_mutex_unlock(&fs->lock);
 		if (!waiting)
 			nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);

@@ -1,0 +1,131 @@
+/*
+ * fs/cache/cache.h — the block cache as the rest of the daemon sees it.
+ *
+ * The RAM tier is a write-back block cache in front of the persistent
+ * tiers. Every block a request touches is brought into a cache entry whose
+ * buffer is a slot of the RAM tier; reads are answered straight from those
+ * buffers (no copy in the daemon), writes are copied into them and
+ * complete at once. Dirty entries are written back by the flusher in the
+ * background, by fsync, and at unmount, each to a new slot (never over the
+ * durable copy a crash may still need); the block map that names the new
+ * slot is committed to LMDB afterwards.
+ *
+ * Blocks whose home is the RAM tier (a rule or pin naming it) stay in RAM
+ * ("pinned") up to pin_limit and get a durable slot only when memory
+ * pressure spills them, or for persistent files when fsync or unmount
+ * asks.
+ *
+ * Where each part lives: fs/cache/entry.c (entries, LRU lists), reclaim.c
+ * (the victim and the wait for RAM), horizon.c (what a learned order keeps
+ * dirty), idle.c (the time between steps), slots.c (durable slots),
+ * data.c and alloc.c (the operations), prefetch.c and writeback.c (tier
+ * I/O), commit.c and sync.c (LMDB commits, fsync), pin.c, flusher.c (the
+ * background threads), init.c. State: fs/cache/state.h. Locks:
+ * fs/lock.h.
+ */
+#ifndef TIERFS_CACHE_H
+#define TIERFS_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct fs;
+struct inode;
+struct blk;
+struct config;
+
+int cache_init(struct fs *fs);
+void cache_destroy(struct fs *fs);
+/* Replies to REQ with the data and returns 1, or returns -errno for the
+ * caller to reply with. */
+int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_req_t req);
+/* DONOR, if not NULL and not CACHE_NO_SLOT, is the RAM tier slot BUF lies
+ * in: a whole-block write may take that slot as the block's buffer instead
+ * of copying it, and then puts in *DONOR a slot it gives back. KILL_SETID:
+ * the writer is unprivileged, and the write clears set-user-ID (and
+ * set-group-ID with group execute), as the kernel's file_remove_privs. */
+#define CACHE_NO_SLOT UINT64_MAX
+int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
+		uint64_t *donor, bool kill_setid);
+/* A RAM tier slot for the FUSE loop to receive requests into: CACHE_NO_SLOT
+ * once all are taken. No lock held. */
+uint64_t cache_landing_get(struct fs *fs);
+void *cache_slot_ptr(struct fs *fs, uint64_t slot);
+/* Tier I's slots, used and in all, as users see them: the RAM tier's
+ * landing slots are not part of its capacity. */
+void fs_tier_slots(struct fs *fs, int i, uint64_t *used, uint64_t *total);
+/* The same summed over the persistent tiers: the space files live in. */
+void fs_durable_slots(struct fs *fs, uint64_t *used, uint64_t *total);
+/* Set the size; a shrink zeros the cut-off tail of the new last block (so
+ * that growing the file again shows zeros, as POSIX wants) and drops the
+ * blocks beyond. Writes of the file wait meanwhile. Lock held. */
+int cache_resize(struct fs *fs, struct inode *in, uint64_t size);
+/* fallocate(2) of [OFF, OFF+LEN) with MODE 0 or FALLOC_FL_KEEP_SIZE, with
+ * FALLOC_FL_PUNCH_HOLE, or FALLOC_FL_ZERO_RANGE: sets slots aside for the
+ * range's blocks (not for a file kept in RAM), so that writes there do not
+ * get ENOSPC; a punch frees the blocks it covers whole, and both it and a
+ * zero range zero the rest. Lock held. */
+int cache_fallocate(struct fs *fs, struct inode *in, int mode, uint64_t off, uint64_t len);
+/* lseek(2) SEEK_DATA or SEEK_HOLE (WHENCE) from OFF, at block granularity:
+ * *OUT the offset found; -ENXIO at or past EOF, or no data after OFF.
+ * Lock held. */
+int cache_seek(struct fs *fs, struct inode *in, uint64_t off, int whence, uint64_t *out);
+int cache_flush_inode(struct fs *fs, struct inode *in, bool durable); /* no lock held */
+int cache_flush_all(struct fs *fs);				      /* no lock held */
+int cache_forget_inode(struct fs *fs, struct inode *in); /* lock held: drop all blocks */
+int cache_commit(struct fs *fs);			 /* no lock held: attrs, maps */
+int cache_commit_durable(struct fs *fs); /* no lock held: cache_commit, then meta_sync */
+int cache_pin(struct fs *fs, struct inode *in, int tier); /* no lock held */
+/* IN's home is no longer RAM: its blocks kept there become ordinary cache
+ * entries, written back to the new home. Lock held. */
+void cache_rehome(struct fs *fs, struct inode *in);
+/* Whether no request has touched a disk-homed block, nor the persistent
+ * tiers had I/O, for a while (cache_idle_after), so background I/O has the
+ * disks to itself until the next request (learned order and a tail plan
+ * only; cache.c "Idle disk"). Lock held. */
+bool cache_disk_idle(struct fs *fs);
+/* How long a stretch without disk requests lasts before it is put to work
+ * (cache.c, "Idle disk"), ns. Lock held. */
+uint64_t cache_idle_after(const struct fs *fs);
+/* The longest idle stretch of the learned step that a background commit
+ * must fit in (cache.c commit_fits), ns; 0 if none yet. Lock held. */
+uint64_t cache_commit_gap(const struct fs *fs);
+/* In an idle stretch being worked: whether it has just finished its work
+ * and turned gap mode on, so that read-ahead may now take more RAM. Lock
+ * held. */
+bool cache_idle_progress(struct fs *fs);
+/* Re-read every cached block's plan verdict: gap mode changed. Lock held. */
+void cache_replan(struct fs *fs);
+/* What the keep plan may promise to keep in RAM: the blocks a learned
+ * order may keep beside the pinned ones and the I/O in flight
+ * (keep_horizon's budget), less what requests (a block per block size
+ * their up to 1 MiB spans) and read-ahead hold beyond that. Promised more,
+ * the cache wrote kept blocks back for waiters every step, the last
+ * written first (whole neighbouring sub-groups at 256 KiB blocks, 40 of
+ * 304 blocks on the bench with two paths), and the plan's even spread was
+ * lost. Lock held. */
+uint64_t cache_plan_budget(struct fs *fs);
+/* Re-predict every cached block from a newly learned cycle. Lock held. */
+void cache_restamp(struct fs *fs);
+int flusher_start(struct fs *fs);
+void flusher_stop(struct fs *fs);
+uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes /* [ntiers] */);
+/* Bytes of IN in RAM now (its map loaded), and in *DIRTY those of them not
+ * written back. Lock held. */
+uint64_t fs_cached(struct fs *fs, struct inode *in, uint64_t *dirty);
+int fs_block_tier(struct fs *fs, const struct blk *b);
+
+/* For the prefetcher: start loading block IDX of IN if it is not
+ * cached and a slot can be had without evicting anything needed before
+ * NEED_AT (UINT64_MAX: free slots only, evict nothing). Lock held (dropped
+ * while submitting). Returns 1 if started, 0 if not worth it, -ENOSPC if
+ * every block in RAM is needed before NEED_AT (so also before any later
+ * time, until the lock is dropped), -errno. */
+int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at);
+/* I/O the persistent tiers keep in flight together (their queue depths):
+ * the write-backs the flusher keeps going, the prefetches the prefetcher
+ * may start. */
+unsigned fs_persistent_queue(const struct fs *fs);
+
+#endif

@@ -1,0 +1,219 @@
+/*
+ * fs/cache/horizon.c — which dirty blocks a learned order keeps in RAM (the
+ * write-back horizon) and which the flusher writes back now.
+ *
+ * A dirty block read again soon is worth keeping: writing it back and
+ * reading it again costs two disk transfers that RAM saves. The horizon is
+ * the next-use time of the last block that fits in the RAM left for
+ * keeping (keep_horizon); blocks needed later are written back in the
+ * background, blocks needed sooner stay. The write-burst reserve leaves
+ * room out of the kept set for the bursts of writes that stalled for RAM.
+ *
+ * Locking: fs/lock.h.
+ */
+
+#include "fs/cache/internal.h"
+
+/* Whether more is dirty than background write-back should let stay. Dirty
+ * blocks homed in RAM are not the background's to write, and the RAM they
+ * take is not there for others: the limit is a share of what is left. */
+bool wb_dirty_over(const struct fs *fs)
+{
+	uint64_t room = fs->cache.cache_slots > fs->cache.npinned
+			    ? fs->cache.cache_slots - fs->cache.npinned
+			    : 0;
+	uint64_t dirty =
+	    fs->cache.ndirty > fs->cache.npinned ? fs->cache.ndirty - fs->cache.npinned : 0;
+	return dirty > room * fs->conf.dirty_ratio / 100;
+}
+
+/* The K-th smallest (0-based) of A[0..N), N > K; reorders A (Hoare's
+ * selection: linear on average, no allocation, under fs->lock). */
+static uint64_t select_kth(uint64_t *a, size_t n, size_t k)
+{
+	ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1;
+	while (lo < hi) {
+		uint64_t pivot = a[lo + (hi - lo) / 2];
+		ptrdiff_t i = lo - 1, j = hi + 1;
+		for (;;) {
+			do
+				i++;
+			while (a[i] < pivot);
+			do
+				j--;
+			while (a[j] > pivot);
+			if (i >= j)
+				break;
+			uint64_t t = a[i];
+			a[i] = a[j];
+			a[j] = t;
+		}
+		if ((ptrdiff_t)k <= j)
+			hi = j;
+		else
+			lo = j + 1;
+	}
+	return a[k];
+}
+
+unsigned fs_persistent_queue(const struct fs *fs)
+{
+	unsigned max = 0;
+	for (int i = 0; i < fs->conf.ntiers; i++)
+		if (tier_persistent(fs->tiers[i]))
+			max += fs->conf.tiers[i].queue_depth;
+	return max;
+}
+
+/* RAM the cache may keep blocks in: beside the pinned ones and a slot for
+ * each write-back in flight and each FUSE worker (see keep_horizon). */
+static uint64_t cache_keep_room(struct fs *fs)
+{
+	uint64_t room = fs->cache.cache_slots > fs->cache.npinned
+			    ? fs->cache.cache_slots - fs->cache.npinned
+			    : 0;
+	uint64_t margin = fs_persistent_queue(fs) + fs->conf.threads;
+	return room > margin ? room - margin : 0;
+}
+
+/* The blocks keep_horizon keeps at most (see there), less the reserve for
+ * write bursts (wb_reserve_adjust). */
+static uint64_t cache_keep_budget(struct fs *fs)
+{
+	uint64_t room = cache_keep_room(fs);
+	return room > fs->cache.wb_reserve ? room - fs->cache.wb_reserve : 0;
+}
+
+uint64_t cache_plan_budget(struct fs *fs)
+{
+	uint64_t budget = cache_keep_budget(fs);
+	uint64_t reserve =
+	    (uint64_t)fs->conf.threads * (fs_request_blocks(fs) - 1) + fs->cache.prefetch_max;
+	return budget > reserve ? budget - reserve : 0;
+}
+
+/* With a learned order, background write-back does what Belady does with
+ * the RAM the rules leave: the blocks read soonest stay until they are read,
+ * and only the others are on their way out. Writing one of those back early
+ * costs nothing (it is written when evicted anyway) and keeps clean victims
+ * at hand. Writing back a block that stays costs a disk write every step
+ * for nothing: the step reads it from RAM and overwrites it. The horizon is
+ * entry_keep_until() of the last block that stays; a dirty block needed later is
+ * due for write-back. Left out of the kept set are a slot for each
+ * write-back in flight, so that reclaim finds write-backs already under
+ * way, and one for each FUSE worker, which may need one for the request it
+ * serves. With only the first, on the bench with a fast disk, reads that
+ * missed waited for a write-back to free a slot: the update phase took 9%
+ * longer, with 0.03 GB more reads and 0.05 GB fewer writes per step. Those
+ * writes cost 2-3% where the disk's write bandwidth bounds the step (1 rank,
+ * disk capped at 400 MB/s); with 4 ranks there it is a wash. Lock held. */
+static uint64_t keep_horizon(struct fs *fs)
+{
+	uint64_t budget = cache_keep_budget(fs);
+	if (!budget)
+		return 0;
+	size_t keep = (size_t)budget, n = 0;
+	uint64_t stale = engine_stale_before(fs);
+	for (int st = 0; st < LRU_NSTATES; st++)
+		for (struct centry *e = fs->cache.lru_head[0][st]; e; e = e->next)
+			fs->cache.wb_scratch[n++] = entry_keep_until(fs, e, stale);
+	if (n <= keep)
+		return UINT64_MAX;
+	return select_kth(fs->cache.wb_scratch, n, keep - 1);
+}
+
+/* Whether no persistent tier has a read in flight. Lock held. */
+bool tiers_reads_idle(struct fs *fs)
+{
+	for (int i = 0; i < fs->conf.ntiers; i++)
+		if (tier_persistent(fs->tiers[i]) && tier_busy(fs->tiers[i], TIER_OP_READ))
+			return false;
+	return true;
+}
+
+/* Idle stalls per write burst in a cycle from which the reserve grows
+ * (by that many blocks); below one per burst it shrinks. */
+#define WB_STALL_GROW 4
+
+/* Once a cycle, the write-burst reserve: the blocks the write-back horizon
+ * leaves out of the kept set, so that they are written back ahead and a
+ * burst of writes finds clean blocks to take. DeepSpeed without its
+ * pipeline (the default) reads a sub-group, then writes all of it, and
+ * reads nothing meanwhile; with every block of RAM kept (Belady's choice),
+ * each of those writes waited for a write-back while the disk read
+ * nothing, and the next reads found the disk writing: reads and writes
+ * took turns. A wait that began with no read in flight anywhere is such
+ * a stall. The reserve grows by the stalls of the last cycle per burst of
+ * writes in it, while that is WB_STALL_GROW or more, and shrinks by a
+ * sixteenth in a cycle with fewer stalls than bursts. In between it holds:
+ * the pipelined order stalls one or two per burst whatever the reserve
+ * (the bench: about 150 a step), and growing by one a cycle there took
+ * RAM from the kept set step after step. At most half the room: where
+ * the disk's writes bound the step, stalls stay whatever the reserve (in
+ * one run on a 16-core machine, capped at three quarters of the room, it
+ * grew to 224 blocks of 234 while the steps went from 5.1 s to 5.7 s).
+ * Lock held. */
+static void wb_reserve_adjust(struct fs *fs, uint64_t now)
+{
+	uint64_t n = engine_cycle_len(fs);
+	if (!n || now - fs->cache.stall_clock < n)
+		return;
+	uint64_t reserve = fs->cache.wb_reserve, cap = cache_keep_room(fs) / 2;
+	uint64_t runs = fs->eng.write_runs ? fs->eng.write_runs : 1,
+		 per = fs->cache.idle_stalls / runs;
+	if (per >= WB_STALL_GROW)
+		reserve += per;
+	else if (fs->cache.idle_stalls < runs)
+		reserve -= (reserve + 15) / 16;
+	if (reserve > cap)
+		reserve = cap;
+	if (reserve != fs->cache.wb_reserve) {
+		fs->cache.wb_reserve = reserve;
+		fs->cache.wb_horizon_ok = false;
+	}
+	fs->cache.idle_stalls = 0;
+	fs->cache.stall_clock = now;
+}
+
+/* keep_horizon, recomputed once the learner's clock has moved by 1/64 of
+ * the entries it ranks (at least 16 accesses): the ranking shifts by about
+ * one entry per access, and walking a large cache for every write-back
+ * would hold fs->lock too long. Lock held. */
+uint64_t wb_horizon(struct fs *fs)
+{
+	uint64_t now = engine_now(fs), every = fs->cache.ncached / 64;
+	if (every < 16)
+		every = 16;
+	wb_reserve_adjust(fs, now);
+	if (!fs->cache.wb_horizon_ok || now - fs->cache.wb_horizon_at >= every) {
+		fs->cache.wb_horizon = keep_horizon(fs);
+		fs->cache.wb_horizon_at = now;
+		fs->cache.wb_horizon_ok = true;
+	}
+	return fs->cache.wb_horizon;
+}
+
+/* Whether dirty block E, under a learned order, is due for write-back
+ * against HORIZON: needed after it, or its next use unknown or overdue (a
+ * block outside the step's cycle, a file written once, saves nothing by
+ * staying dirty and must not wait for the training to stop). Lock held. */
+bool wb_due_learned(struct fs *fs, const struct centry *e, uint64_t horizon)
+{
+	uint64_t t = entry_keep_until(fs, e, engine_stale_before(fs));
+	return t >= UINT64_MAX - 1 || t > horizon;
+}
+
+/* How many write-backs of blocks the learned order keeps may be in flight
+ * for reclaim waiters: about one MiB of them. What such a write costs is
+ * disk bytes (the step overwrites the block, so the write was for
+ * nothing); what it buys is a slot freed soon. With 1 MiB blocks one in
+ * flight keeps the disk busy; with small blocks one at a time runs at the
+ * latency of a request, far below the disk's bandwidth, and waiters queue
+ * behind it (a 512 MiB replay with 256 MiB of RAM, update steps: 16 KiB
+ * blocks 4.5-4.8 s at one, 2.6-2.9 s at this limit; 64 KiB blocks
+ * 2.9-3.4 s, 1.8-2.0 s). */
+unsigned wb_kept_limit(const struct fs *fs, unsigned max)
+{
+	uint64_t n = fs_request_blocks(fs);
+	return n > max ? max : (unsigned)n;
+}

@@ -1,0 +1,305 @@
+/*
+ * fs/cache/idle.c — the time between training steps, and gap mode.
+ *
+ * A real step leaves the disks idle between two update phases: forward and
+ * backward run on the GPU, and the gradients they write stay in RAM (the
+ * gradient rule). In that stretch every dirty block can be written back
+ * for free, and the next update's first reads fetched into the RAM that
+ * frees, so RAM can serve the end of one update and the start of the next
+ * with different blocks. That pays more than the keep plan: the pipelined
+ * update opens with reads alone (sub-groups 0 and 1, nothing written yet)
+ * and closes with writes alone. A block of RAM that holds a tail write
+ * until the idle stretch, and then a head read, takes a block off each of
+ * those one-sided phases: two blocks of time, where a block the keep plan
+ * keeps takes a read and a write off the middle, in which the two sides
+ * overlap, worth about 1.25 (tests/unit/test_keepplan.c works both out).
+ *
+ * So the cache watches for stretches with no request for a disk-homed
+ * block and no I/O on a persistent tier (DISK_IDLE_NS): in one, the flusher
+ * writes everything back and the prefetcher reads ahead past the gradient
+ * writes, into RAM taken from the blocks needed last. Requests alone do not
+ * tell: inside an update phase the ranks' requests stop for tens of ms at
+ * a time, up to a second while a metadata sync stalls the disk, with reads
+ * and write-backs still under way, and working those pauses costs hits.
+ * Once a stretch has been
+ * seen to finish both before the next request (within the last cycle and
+ * a quarter), the cache is in gap mode: it follows the tail plan
+ * (policy/keepplan.h) instead of the keep plan, so that the last writes
+ * before the backward pass stay dirty in RAM and every other block is
+ * written back as soon as it is written. A stretch too short for that
+ * (update phases back to back, as `make bench` runs them by default)
+ * leaves the keep plan in charge.
+ *
+ * A stretch too short to finish its work did not pay for it: the blocks
+ * written back were to be overwritten in RAM, the clean blocks read ahead
+ * took RAM the keep plan had given to others (with the update phases back
+ * to back: fewer hits, more bytes written, no faster). So with gap_plan = auto (the default) the
+ * work starts only once a stretch has lasted a quarter longer than the longest worked one that
+ * ended before its work did (idle_short_ns): the steps of a run are alike, so that settles within a
+ * step or two, and a run whose compute time grows finds its way back. gap_plan = yes starts the
+ * work in every stretch, at DISK_IDLE_NS.
+ *
+ * Locking: fs/lock.h.
+ */
+#include "fs/cache/internal.h"
+
+uint64_t cache_idle_after(const struct fs *fs)
+{
+	uint64_t t = fs->idle.idle_short_ns + fs->idle.idle_short_ns / 4;
+	return t > DISK_IDLE_NS ? t : DISK_IDLE_NS;
+}
+
+/* How long every persistent tier has had no I/O in flight (0: one has).
+ * Lock held (the tiers' idle clocks take a lock of their own, a leaf). */
+uint64_t tiers_idle_ns(struct fs *fs)
+{
+	uint64_t idle = UINT64_MAX;
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		if (!tier_persistent(fs->tiers[i]))
+			continue;
+		uint64_t t = tier_idle_ns(fs->tiers[i]);
+		if (t < idle)
+			idle = t;
+	}
+	return idle;
+}
+
+bool cache_disk_idle(struct fs *fs)
+{
+	if (!fs->eng.learned || !fs->eng.tail_plan || !fs->idle.disk_demand_ns)
+		return false;
+	if (fs->idle.idle_from_ns)
+		return true; /* worked until the next request: the work keeps the tiers busy */
+	uint64_t now = tier_now_ns(), after = cache_idle_after(fs);
+	uint64_t since = now - fs->idle.disk_demand_ns,
+		 quiet = tiers_idle_ns(fs); /* MAX: never busy */
+	if (since < after || quiet < after || !engine_in_gap(fs))
+		return false;
+	fs->idle.idle_from_ns = now - (quiet < since ? quiet : since);
+	return true;
+}
+
+/* Whether an idle stretch did all it could: nothing left to write back
+ * (blocks whose home is a disk tier), no read-ahead still under way. */
+static bool idle_done(const struct fs *fs)
+{
+	return !fs->cache.lru_head[0][LRU_DIRTY] && !fs->cache.lru_head[0][LRU_FLUSHING] &&
+	       !fs->cache.prefetch_inflight;
+}
+
+/* How long gap mode's own work takes in a stretch: the tail plan's RAM
+ * written back and as much read ahead, one after the other, at the rates
+ * the persistent tiers sustained while busy so far (their stats), or 0
+ * before they have any. A stretch that finished the work of the keep plan
+ * (what is dirty outside gap mode, and read-ahead into free RAM) may be
+ * too short for that: with the update phases back to back and two paths,
+ * the first 0.6 s stretch did it, the next step ran in gap mode, and the
+ * stretch after it ended short (the bench: that step took 4.0-4.3 s, the
+ * steps around it 2.6-2.9 s). Lock held. */
+static uint64_t gap_work_ns(struct fs *fs)
+{
+	double rate[2] = {0, 0};
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		if (!tier_persistent(fs->tiers[i]))
+			continue;
+		struct tier_stats st;
+		tier_get_stats(fs->tiers[i], &st);
+		if (st.busy_ns[TIER_OP_READ])
+			rate[TIER_OP_READ] +=
+			    (double)st.bytes_read / (double)st.busy_ns[TIER_OP_READ];
+		if (st.busy_ns[TIER_OP_WRITE])
+			rate[TIER_OP_WRITE] +=
+			    (double)st.bytes_written / (double)st.busy_ns[TIER_OP_WRITE];
+	}
+	if (rate[TIER_OP_READ] <= 0 || rate[TIER_OP_WRITE] <= 0)
+		return 0;
+	double bytes = (double)cache_plan_budget(fs) * fs->bs;
+	return (uint64_t)(bytes / rate[TIER_OP_READ] + bytes / rate[TIER_OP_WRITE]);
+}
+
+/* Whether a stretch of LEN ns holds gap mode's work, with the quarter to
+ * spare that auto's threshold has. Lock held. */
+static bool gap_fits(struct fs *fs, uint64_t len)
+{
+	uint64_t need = gap_work_ns(fs);
+	return len >= need + need / 4;
+}
+
+/* A request at time NOW, learner clock CLOCK, ended the stretch without
+ * one since disk_demand_ns (none before the plan's first request). Lock
+ * held. */
+static void idle_ended(struct fs *fs, uint64_t clock, uint64_t now)
+{
+	if (!fs->idle.disk_demand_ns)
+		return;
+	if (now - fs->idle.disk_demand_ns >= DISK_IDLE_NS)
+		atomic_fetch_add(&fs->stats.idle_stretches, 1);
+	if (!fs->idle.idle_from_ns)
+		return; /* not worked */
+	uint64_t quiet = now - fs->idle.idle_from_ns, from = fs->idle.idle_from_ns;
+	fs->idle.idle_from_ns = 0;
+	atomic_fetch_add(&fs->stats.idle_worked, 1);
+	engine_idle_ended(fs);
+	if (idle_done(fs)) {
+		/* Worth working; gap mode only if its own work fits too. */
+		fs->idle.gap_ok_clock = gap_fits(fs, quiet) ? clock + 1 : 0;
+		return;
+	}
+	/* A metadata commit in the stretch held the tiers (its sync stalls
+	 * the disk, up to 2.5 s on the bench's VM): the stretch says nothing
+	 * of whether the gaps hold the work. Judged on it, a 2.9 s gap of the
+	 * bench that a 2.2 s commit had taken turned gap mode off for good
+	 * (auto's threshold went past the gaps). */
+	uint64_t c0 = atomic_load(&fs->commit.began_ns), c1 = atomic_load(&fs->commit.ended_ns);
+	bool commit_in = c0 > c1 || c1 > from;
+	/* Gap mode that came on in this stretch (cache_idle_progress) had
+	 * only what was left of it for its own work, after the keep plan's:
+	 * the stretch says nothing of whether a whole one holds that work
+	 * either. Judged on it, the first stretch in gap mode that ended
+	 * short turned gap mode off for good, 2 runs in 8 on the bench with
+	 * 2.9 s gaps (every later step 5.4-5.5 s against 4.9-5.0 s). */
+	bool came_on = fs->idle.gap_mode && fs->idle.gap_on_ns > from;
+	if (commit_in || came_on) {
+		/* Unjudged: gap mode stays as it was. */
+		if (fs->idle.gap_mode)
+			fs->idle.gap_ok_clock = clock + 1;
+		return;
+	}
+	/* Gap mode needs the stretch before each step to finish: one that
+	 * did not goes off before the step that would begin without its
+	 * reads. */
+	fs->idle.gap_ok_clock = 0;
+	if (fs->conf.gap_plan != CONF_GAP_AUTO || quiet <= fs->idle.idle_short_ns)
+		return;
+	fs->idle.idle_short_ns = quiet;
+	TFS_LOG("gap_plan: a %.3f s stretch without disk I/O ended before everything was "
+		"written back and read ahead; idle time is worked after %.3f s from now on",
+		(double)quiet / 1e9, (double)cache_idle_after(fs) / 1e9);
+}
+
+static void gap_mode_set(struct fs *fs, bool gap)
+{
+	if (gap == fs->idle.gap_mode)
+		return;
+	fs->idle.gap_mode = gap;
+	if (gap)
+		fs->idle.gap_on_ns = tier_now_ns();
+	cache_replan(fs);
+	TFS_LOG("%s", gap ? "gap mode: the disks idle between steps long enough to write "
+			    "back and read ahead; a step's last writes wait in RAM for it"
+			  : "gap mode off: the disks' idle stretches are too short");
+}
+
+/* The first stretch to finish its work turns gap mode on at once, not at
+ * the request that ends it: outside gap mode read-ahead leaves the keep
+ * plan's blocks alone, so that stretch read ahead less, and the first
+ * step in gap mode began with half its first reads still on disk (the
+ * bench: its update phase 0.5 s longer than the next ones'). Only where
+ * the gaps are long enough for gap mode's own work (gap_fits), though: the
+ * longest seen lately between requests for disk blocks, or this stretch
+ * once it lasts that long. A stretch that held just the keep plan's work,
+ * as 0.6 s did on two paths with the update phases back to back, turned it
+ * on, read-ahead took the kept blocks' RAM, and the next step ran 1.3 s
+ * longer. */
+bool cache_idle_progress(struct fs *fs)
+{
+	if (fs->idle.gap_mode || !fs->idle.idle_from_ns || !idle_done(fs))
+		return false;
+	uint64_t len = tier_now_ns() - fs->idle.idle_from_ns;
+	if (!gap_fits(fs, len > fs->idle.gap_seen_ns ? len : fs->idle.gap_seen_ns))
+		return false;
+	fs->idle.gap_ok_clock = engine_now(fs) + 1;
+	gap_mode_set(fs, true);
+	return true;
+}
+
+/* How long every persistent tier went without I/O since the last call:
+ * the least over them of the longest such time, whether it ended
+ * (tier_idle_take) or runs still (tier_idle_ns). Called whenever a stretch
+ * (gap_seen) starts or ends. Lock held. */
+static uint64_t tiers_idle_take(struct fs *fs)
+{
+	uint64_t idle = UINT64_MAX;
+	for (int i = 0; i < fs->conf.ntiers; i++) {
+		if (!tier_persistent(fs->tiers[i]))
+			continue;
+		uint64_t now = tier_idle_ns(fs->tiers[i]), ended = tier_idle_take(fs->tiers[i]);
+		uint64_t t = now > ended ? now : ended;
+		if (t < idle)
+			idle = t;
+	}
+	return idle;
+}
+
+/* A request for a disk-homed block at NOW: keep the longest stretch with
+ * no such request being served, within the last two cycles (any, before
+ * one is learned), for cache_idle_progress and commit_fits. A request
+ * still being served (waiting for RAM, or for a commit's sync) ends no
+ * stretch: counted, a step stalled on a commit looked like an idle stretch
+ * that holds one (with fsyncs of 300 ms, every commit of a step with 50 ms
+ * pauses went in such "stretches", and each made the next). A stretch
+ * counts for as long as the tiers went without I/O in it, as I/O would
+ * share the disk with a commit: the longest such time, not only the one
+ * at its end (a mount idle for flush_interval writes back what it kept,
+ * and a 2 s pause counted as the 0.5 s after that write-back). I/O that
+ * a commit run wholly in the stretch held up is no sign that it did not
+ * fit, so such a stretch counts from the commit's start at least. Lock
+ * held. */
+static void gap_seen(struct fs *fs, uint64_t now)
+{
+	uint64_t clock = engine_now(fs), from = fs->idle.disk_req_ns;
+	uint64_t len = from && !fs->idle.disk_reqs ? now - from : 0;
+	uint64_t idle = tiers_idle_take(fs);
+	size_t cycle = engine_cycle_len(fs);
+	bool expired = cycle && clock - fs->idle.gap_seen_clock > 2 * cycle;
+	if (from)
+		fs->idle.gap_measured = true;
+	fs->idle.disk_req_ns = now;
+	if (len <= fs->idle.gap_seen_ns && !expired)
+		return;
+	uint64_t c0 = atomic_load(&fs->commit.began_ns), c1 = atomic_load(&fs->commit.ended_ns);
+	if (c0 >= from && c1 >= c0 && c1 <= now && now - c0 > idle)
+		idle = now - c0;
+	if (idle < len)
+		len = idle;
+	if (len > fs->idle.gap_seen_ns || expired) {
+		if (expired)
+			fs->idle.gap_prev_ns = fs->idle.gap_seen_ns;
+		fs->idle.gap_seen_ns = len;
+		fs->idle.gap_seen_clock = clock;
+	}
+}
+
+/* A request touches IN's blocks: a disk-homed IN ends an idle stretch, and
+ * the stretch's outcome sets gap mode. Returns whether the request counts
+ * as one being served until disk_demand_done. Lock held. */
+bool idle_disk_demand(struct fs *fs, const struct inode *in)
+{
+	if (!fs_disk_homed(fs, in))
+		return false;
+	uint64_t now = tier_now_ns();
+	gap_seen(fs, now);
+	fs->idle.disk_reqs++;
+	if (!fs->eng.tail_plan)
+		return true;
+	bool gap = false;
+	if (fs->eng.learned) {
+		uint64_t clock = engine_now(fs);
+		idle_ended(fs, clock, now);
+		gap = fs->idle.gap_ok_clock &&
+		      clock + 1 - fs->idle.gap_ok_clock <= engine_cycle_len(fs) / 4 * 5;
+	}
+	fs->idle.disk_demand_ns = now;
+	gap_mode_set(fs, gap);
+	return true;
+}
+
+/* The request that disk_demand counted (COUNTED) is served: the last one
+ * being served starts a stretch. Lock held. */
+void idle_disk_demand_done(struct fs *fs, bool counted)
+{
+	if (counted && --fs->idle.disk_reqs == 0) {
+		fs->idle.disk_req_ns = tier_now_ns();
+		(void)tiers_idle_take(fs); /* the stretch starts now */
+	}
+}
