@@ -7,7 +7,7 @@
  * preallocated slab never allocates extents on the write path.
  *
  * A tier.info file records the layout (block and slab size) so a remount
- * with a different block size is refused instead of reading garbage.
+ * with a different one is refused instead of reading garbage.
  *
  * The slab files are posix_slab.c's, the I/O path posix_io.c's, and the
  * syncs posix_sync.c's; posix_int.h holds the state they share.
@@ -277,7 +277,7 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 	snprintf(pt->dir, sizeof(pt->dir), "%s", p->path);
 	if (mkdir(pt->dir, 0700) == 0) {
 		/* Made here: its entry in its parent must survive a power
-		 * loss as the slabs in it do (t_powercut). */
+		 * loss as the slabs in it do. */
 		if ((rc = tier_sync_dir(pt->dir))) {
 			tier_log(t, "cannot sync the new directory %s: %s", pt->dir, strerror(-rc));
 			goto fail;
@@ -376,7 +376,7 @@ static int posix_open(struct tier *t, const struct tier_params *p)
 	char tname[16];
 	snprintf(tname, sizeof(tname), "tierfs-io-%s", tier_name(t));
 	(void)pthread_setname_np(pt->cq_thread, tname);
-	/* Without it a new slab is made when first allocated, as before. */
+	/* Without it a new slab is made when first allocated. */
 	int e = pthread_create(&pt->ahead_thread, NULL, posix_ahead_thread, pt);
 	if (e) {
 		tier_log(t, "cannot start the thread that makes slabs ahead: %s", strerror(e));

@@ -60,12 +60,13 @@ struct posix_tier {
 	 * slab was created or removed since the directory's last fsync.
 	 * Atomic: set by the completion and slab paths, taken by
 	 * posix_sync, which a commit runs every few seconds: a sync of
-	 * every slab each time cost a flush per slab on a tier of hundreds. */
+	 * every slab each time would cost a flush per slab on a tier of
+	 * hundreds. */
 	bool *written;
 	bool dir_changed;
 	/* posix_sync's own ring, made at its first sync of several slabs:
 	 * their fdatasyncs go out together. One after the other, a commit
-	 * waited for each in turn, and on a parallel file system each is a
+	 * would wait for each in turn, and on a parallel file system each is a
 	 * round trip to its storage servers. sync_lock serializes posix_sync
 	 * and guards the three; a ring that could not be made leaves the
 	 * syncs one after the other (sync_ring_failed). */

@@ -6,9 +6,9 @@
  * Slots are handed out in order (bitmap_alloc's hint), so slabs fill one
  * after the other. Once the allocations reach half of a slab, a thread of
  * the tier's own makes the next one: the caller of tier_alloc holds the
- * file system's lock, and preallocating a 1 GiB slab there stalled every
- * request for as long as fallocate took (0.4 s on tmpfs, which zeroes the
- * pages; a parallel file system may take longer).
+ * file system's lock, and preallocating a slab (1 GiB by default) there
+ * would stall every request for as long as fallocate takes: long where the
+ * file system zeroes the pages (tmpfs), or on a parallel file system.
  */
 #include "tiers/posix_int.h"
 
