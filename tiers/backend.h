@@ -92,8 +92,8 @@ void tier_log_io_error(struct tier *t, const char *fmt, ...) __attribute__((form
  * huge-page backed (plain pages where THP is off). The RAM tier's slots and
  * the bandwidth probe's buffers both come from here, so that the probe
  * measures what the cache gets: a 1 MiB O_DIRECT request into 4 KiB pages
- * is split into many segments, and a virtio disk then read at 1.2 GB/s
- * where it read 3.1 GB/s into huge pages. */
+ * is split into many segments, which a disk reads markedly slower than
+ * the same request into huge pages. */
 struct tier_mem {
 	char *base; /* LEN bytes, huge-page aligned */
 	void *map;  /* the whole mapping, for tier_mem_unmap */

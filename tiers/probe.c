@@ -10,9 +10,9 @@
  *
  * The buffers come from tier_mem_map, as the RAM tier's slots do, which are
  * what the file system reads into and writes from: with 4 KiB pages a 1 MiB
- * O_DIRECT request is split into many segments, and on a virtio disk reads
- * then ran at 1.2 GB/s where the mount's own reads ran at 2.9 GB/s. Striping
- * in proportion to that figure put twice the share on a slower second tier.
+ * O_DIRECT request is split into many segments, and a disk may then read
+ * well below the rate the mount's own reads get. Striping in proportion to
+ * such a figure would put too large a share on a slower second tier.
  */
 #include "tiers/probe.h"
 #include "tiers/backend.h"
@@ -122,7 +122,7 @@ static int probe_pass(struct probe_run *run, struct probe_lane *lanes, unsigned 
 }
 
 /* A device idle before the probe, or a throttle with a burst allowance (a
- * blkio cap lets the first tens of MiB through at 2-3x the cap), runs its
+ * blkio cap lets a first burst through well above the cap), runs its
  * first megabytes faster than it can keep up. One untimed pass absorbs
  * that; timed passes then repeat for at least PROBE_MIN_NS (at most
  * PROBE_MAX_PASSES), so that the figure is the steady rate striping gets. */

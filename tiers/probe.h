@@ -2,7 +2,7 @@
  * tiers/probe.h — measure a persistent tier's read and write bandwidth
  * through the real I/O path (tier_submit, the scheduler, the codec), so the
  * placement can stripe each file's blocks in proportion to what every tier
- * delivers (issue 3, "bandwidth = auto").
+ * delivers (a tier's "bandwidth = auto").
  */
 #ifndef TIERFS_PROBE_H
 #define TIERFS_PROBE_H

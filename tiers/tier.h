@@ -4,8 +4,9 @@
  * A tier stores fixed-size blocks (the mount's block size) in numbered
  * slots. The layers above never see files, objects or offsets: they ask for
  * a free slot, write a block into it, read it back, free it. Each backend
- * (ram.c, posix.c, later s3.c) fills in a struct tier_backend; adding a tier
- * kind means writing one backend file and nothing above this header.
+ * (ram.c; posix.c with its posix_*.c) fills in a struct tier_backend;
+ * adding a tier kind means writing one backend and nothing above this
+ * header.
  *
  * The tier layer owns the per-block codec: every block written to a tier
  * that is not host RAM gets an xxHash (XXH3-64) checksum over its full
@@ -14,8 +15,9 @@
  * mismatch completes the I/O with -EIO and a log line naming tier and slot.
  *
  * Threading: tier_submit() may be called from any thread. Completion
- * callbacks run on the backend's completion thread (or inline, before
- * tier_submit returns, for the RAM backend): they must not block.
+ * callbacks run on the backend's completion thread, or inline in a thread
+ * that submits (always on the RAM backend; on posix, for an I/O that could
+ * not be issued): they must not block.
  */
 #ifndef TIERFS_TIER_H
 #define TIERFS_TIER_H
@@ -36,7 +38,7 @@ enum tier_op {
 	TIER_OP_WRITE = 1,
 };
 
-/* Scheduling classes, most urgent first (used by the scheduler, issue 3). */
+/* Scheduling classes, most urgent first (used by the scheduler, sched.h). */
 enum tier_prio {
 	TIER_PRIO_DEMAND = 0,	 /* a reader is waiting */
 	TIER_PRIO_RECLAIM = 1,	 /* write-back that frees RAM someone waits for */
@@ -92,7 +94,7 @@ struct tier_params {
 	int direct;		   /* TIER_POSIX: -1 auto, 0 buffered, 1 O_DIRECT required */
 	unsigned queue_depth;	   /* in-flight I/O bound, >= 1 */
 	uint64_t slab_size;	   /* TIER_POSIX: bytes per slab file (0 = default 1 GiB) */
-	uint64_t max_bandwidth[2]; /* bytes/s cap per enum tier_op, 0 = none (issue 3) */
+	uint64_t max_bandwidth[2]; /* bytes/s cap per enum tier_op, 0 = none */
 	uint64_t extra_slots;	   /* slots beyond the capacity, for the caller's own use */
 };
 
