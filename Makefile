@@ -14,11 +14,14 @@
 SAN ?= 0
 ifeq ($(SAN),1)
 BUILD ?= build-san
+# The sanitizer build also checks every lock's owner and order (fs/lock.h).
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LOCKFLAGS := -DTIERFS_LOCK_CHECKS
 OPT := -O1
 else
 BUILD ?= build
 SANFLAGS :=
+LOCKFLAGS :=
 OPT := -O2
 endif
 
@@ -28,7 +31,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CFLAGS := -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
-	  -I. $(PKG_CFLAGS) $(SANFLAGS) -pthread -MMD -MP
+	  -I. $(PKG_CFLAGS) $(SANFLAGS) $(LOCKFLAGS) -pthread -MMD -MP
 LDFLAGS := $(SANFLAGS) -pthread
 LIBS := $(PKG_LIBS) -lm
 

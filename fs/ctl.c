@@ -57,7 +57,7 @@ static int ctl_stat(struct fs *fs, uint64_t ino, struct stat *st)
 	int t = tnode_tier(ino);
 	if (t < 0 || t >= fs->conf.ntiers)
 		return -ENOENT;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in;
 	int rc = fs_inode_get(fs, tnode_real(ino), &in);
 	if (!rc) {
@@ -71,7 +71,7 @@ static int ctl_stat(struct fs *fs, uint64_t ino, struct stat *st)
 			st->st_blocks = (blkcnt_t)((bytes[t] + 511) / 512);
 		}
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	return rc;
 }
 
@@ -94,7 +94,7 @@ static void reply_ctl_entry(fuse_req_t req, uint64_t ino)
  * files with blocks on T. MODE: its mode. */
 static bool tier_shows(struct fs *fs, int t, uint64_t ino, mode_t *mode)
 {
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in;
 	bool show = false;
 	*mode = 0;
@@ -108,7 +108,7 @@ static bool tier_shows(struct fs *fs, int t, uint64_t ino, mode_t *mode)
 			show = bytes[t] > 0;
 		}
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	return show;
 }
 
@@ -332,11 +332,11 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		    (unsigned long long)(s.read_ns / 1000000),
 		    (unsigned long long)(s.write_ns / 1000000));
 	}
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	uint64_t cached = fs->cache.ncached, dirty = fs->cache.ndirty, pinned = fs->cache.npinned;
 	uint64_t reserve = fs->cache.wb_reserve, runs = fs->eng.write_runs;
 	uint64_t quiet_ns = fs->commit.quiet_ns, gap_ns = cache_commit_gap(fs);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	uint64_t hits = atomic_load(&fs->stats.hits), misses = atomic_load(&fs->stats.misses);
 	strbuf_printf(
 	    &sb,
@@ -370,12 +370,12 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	/* The in-memory inode table and the block maps loaded in it: what
 	 * the kernel has looked up and the cache holds, not every file ever
 	 * touched (t_inodemem). */
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	uint64_t ninodes = fs->ninodes, nmaps = 0;
 	for (size_t h = 0; h < fs->itab_size; h++)
 		for (const struct inode *in = fs->itab[h]; in; in = in->hnext)
 			nmaps += in->map_loaded;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	strbuf_printf(&sb, "inodes table=%llu maps=%llu\n", (unsigned long long)ninodes,
 		      (unsigned long long)nmaps);
 	char line[512];

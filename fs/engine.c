@@ -86,6 +86,7 @@ static void plan_input_free(struct plan_input *in)
  * Lock held. 0 or -ENOMEM. */
 static int plan_input_take(struct fs *fs, struct plan_input *in)
 {
+	tfs_assert_held(&fs->lock);
 	const uint64_t *keys;
 	const uint8_t *writes;
 	size_t n = order_cycle(fs->eng.order, &keys, &writes);
@@ -170,6 +171,7 @@ static void plan_make(const struct plan_input *in, struct plan_output *out)
 /* Put a plan in place. Lock held. */
 static void plan_install(struct fs *fs, struct plan_output *out)
 {
+	tfs_assert_held(&fs->lock);
 	plan_drop(fs);
 	fs->eng.plan = out->plan;
 	fs->eng.tail_plan = out->tail_plan;
@@ -190,10 +192,10 @@ static void grow_run(struct fs *fs);
 static void *plan_main(void *arg)
 {
 	struct fs *fs = arg;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	for (;;) {
 		while (!fs->stopping && !fs->eng.plan_want && !fs->eng.grow_to)
-			pthread_cond_wait(&fs->eng.plan_cond, &fs->lock);
+			tfs_cond_wait(&fs->eng.plan_cond, &fs->lock);
 		if (fs->stopping)
 			break;
 		if (fs->eng.grow_to) {
@@ -211,12 +213,12 @@ static void *plan_main(void *arg)
 		}
 		fs->eng.plan_busy = true;
 		uint64_t t1 = tier_now_ns();
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 		struct plan_output out;
 		plan_make(&in, &out);
 		size_t n = in.n;
 		plan_input_free(&in);
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		uint64_t t2 = tier_now_ns();
 		fs->eng.plan_busy = false;
 		if (gen == fs->eng.plan_gen && fs->eng.learned && !fs->stopping) {
@@ -235,7 +237,7 @@ static void *plan_main(void *arg)
 		}
 		pthread_cond_broadcast(&fs->eng.plan_cond);
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	return NULL;
 }
 
@@ -243,6 +245,7 @@ static void *plan_main(void *arg)
  * planner builds the new one's. Lock held. */
 static void plan_request(struct fs *fs, bool learned)
 {
+	tfs_assert_held(&fs->lock);
 	plan_drop(fs);
 	fs->eng.write_runs = 0;
 	fs->eng.plan_gen++;
@@ -253,8 +256,10 @@ static void plan_request(struct fs *fs, bool learned)
 
 void engine_plan_settle(struct fs *fs)
 {
-	while (fs->eng.planner_running && (fs->eng.grow_to || fs->eng.plan_want || fs->eng.plan_busy))
-		pthread_cond_wait(&fs->eng.plan_cond, &fs->lock);
+	tfs_assert_held(&fs->lock);
+	while (fs->eng.planner_running &&
+	       (fs->eng.grow_to || fs->eng.plan_want || fs->eng.plan_busy))
+		tfs_cond_wait(&fs->eng.plan_cond, &fs->lock);
 }
 
 /* Why the position and not only the clock: a pause inside an update phase
@@ -268,6 +273,7 @@ void engine_plan_settle(struct fs *fs)
  * time) are a fraction of it. */
 bool engine_in_gap(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	size_t n = engine_cycle_len(fs);
 	if (!n || !fs->eng.gap_run)
 		return true;
@@ -337,6 +343,7 @@ static size_t learn_size(uint64_t need)
  * may (auto), says so once where it may not. Lock held. */
 static void learner_fit(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	if (fs->eng.grow_to)
 		return; /* asked already, or under way */
 	size_t have = order_max_cycle(fs->eng.order);
@@ -406,6 +413,7 @@ static void grow_pending_free(struct fs *fs)
  * stamps follow. Lock held. */
 static void learn_sync(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	bool learned = order_learned(fs->eng.order);
 	uint64_t count = order_learn_count(fs->eng.order);
 	if (learned != fs->eng.learned || (learned && count != fs->eng.learn_count)) {
@@ -436,6 +444,7 @@ static void learn_sync(struct fs *fs)
  * the new learner is fed. */
 static void grow_run(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	size_t size = fs->eng.grow_to, have = order_max_cycle(fs->eng.order);
 	uint64_t blocks = fs->eng.grow_blocks, t0 = tier_now_ns();
 	struct order_seed *seed;
@@ -444,10 +453,10 @@ static void grow_run(struct fs *fs)
 	if (!rc) {
 		fs->eng.grow_busy = true;
 		uint64_t t1 = tier_now_ns();
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 		rc = order_seed_grow(seed, &o);
 		order_seed_free(seed);
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		fs->eng.grow_busy = false;
 		if (!rc && fs->eng.grow_lost)
 			rc = -ENOMEM;
@@ -466,8 +475,8 @@ static void grow_run(struct fs *fs)
 				"the files hold%s (about %zu MiB) in %.3f s, %.3f s of it under "
 				"the lock (%zu accesses made meanwhile)",
 				size, (unsigned long long)blocks,
-				fs->eng.learn_long ? ", a cycle of two steps" : "", size * 140 >> 20,
-				(double)(tier_now_ns() - t0) / 1e9,
+				fs->eng.learn_long ? ", a cycle of two steps" : "",
+				size * 140 >> 20, (double)(tier_now_ns() - t0) / 1e9,
 				(double)(t1 - t0 + tier_now_ns() - t2) / 1e9, late);
 			learn_sync(fs);
 		}
@@ -481,17 +490,19 @@ static void grow_run(struct fs *fs)
 	fs->eng.grow_to = 0;
 	grow_pending_free(fs);
 	if (o) {
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 		order_destroy(o);
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 	}
 }
 
 void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
 {
+	tfs_assert_held(&fs->lock);
 	if (!fs->eng.order || idx >> KEY_IDX_BITS)
 		return;
-	if (!fs->eng.learn_fit_done && order_now(fs->eng.order) - fs->eng.learn_fit_at >= LEARN_FIT_EVERY) {
+	if (!fs->eng.learn_fit_done &&
+	    order_now(fs->eng.order) - fs->eng.learn_fit_at >= LEARN_FIT_EVERY) {
 		fs->eng.learn_fit_at = order_now(fs->eng.order);
 		learner_fit(fs);
 	}
@@ -518,19 +529,23 @@ void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
 
 uint8_t engine_plan(struct fs *fs, uint64_t id, uint64_t idx)
 {
+	tfs_assert_held(&fs->lock);
 	if (!fs->eng.learned || idx >> KEY_IDX_BITS)
 		return KEEPPLAN_NONE;
-	return (uint8_t)keepplan_lookup(fs->idle.gap_mode && fs->eng.tail_plan ? fs->eng.tail_plan : fs->eng.plan,
+	return (uint8_t)keepplan_lookup(fs->idle.gap_mode && fs->eng.tail_plan ? fs->eng.tail_plan
+									       : fs->eng.plan,
 					key_of(id, idx));
 }
 
 uint64_t engine_now(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	return fs->eng.order ? order_now(fs->eng.order) : 0;
 }
 
 uint64_t engine_stale_before(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	if (!fs->eng.order)
 		return 0;
 	uint64_t now = order_now(fs->eng.order), tol = order_tolerance(fs->eng.order);
@@ -539,11 +554,13 @@ uint64_t engine_stale_before(struct fs *fs)
 
 size_t engine_cycle_len(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	return fs->eng.order && fs->eng.learned ? order_cycle_len(fs->eng.order) : 0;
 }
 
 uint64_t engine_next_read(struct fs *fs, uint64_t id, uint64_t idx, uint64_t *next_use)
 {
+	tfs_assert_held(&fs->lock);
 	*next_use = UINT64_MAX;
 	if (!fs->eng.learned || idx >> KEY_IDX_BITS)
 		return UINT64_MAX;
@@ -569,7 +586,8 @@ uint64_t engine_next_read(struct fs *fs, uint64_t id, uint64_t idx, uint64_t *ne
  * when predicted goes first (next_read_of), so none holds the bound. */
 static bool prefetch_crowds(const struct fs *fs)
 {
-	return fs->cache.ncached >= fs->cache.cache_slots && fs->cache.nprefetched >= (fs->cache.prefetch_max + 1) / 2;
+	return fs->cache.ncached >= fs->cache.cache_slots &&
+	       fs->cache.nprefetched >= (fs->cache.prefetch_max + 1) / 2;
 }
 
 /* Read-ahead blocks whose use the prefetcher judges at a time: enough that
@@ -588,6 +606,7 @@ static bool prefetch_crowds(const struct fs *fs)
  * Lock held. */
 static bool prefetch_pays(struct fs *fs, uint64_t now)
 {
+	tfs_assert_held(&fs->lock);
 	if (now < fs->cache.pf_pause_until)
 		return false;
 	uint64_t used = atomic_load(&fs->stats.prefetch_hits),
@@ -605,6 +624,7 @@ static bool prefetch_pays(struct fs *fs, uint64_t now)
 
 void engine_idle_ended(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	fs->cache.pf_pause_until = 0;
 	fs->cache.pf_used0 = atomic_load(&fs->stats.prefetch_hits);
 	fs->cache.pf_wasted0 = atomic_load(&fs->stats.prefetch_wasted);
@@ -630,10 +650,10 @@ static void *prefetcher_main(void *arg)
 		return NULL;
 	}
 	bool again = false; /* look again at once: gap mode just came on */
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	while (!fs->stopping) {
 		if (!again)
-			pthread_cond_wait(&fs->cache.prefetch_cond, &fs->lock);
+			tfs_cond_wait(&fs->cache.prefetch_cond, &fs->lock);
 		again = false;
 		if (fs->stopping || !fs->eng.learned)
 			continue;
@@ -653,8 +673,9 @@ static void *prefetcher_main(void *arg)
 		 * With 16 Ki RAM blocks of 16 KiB, skipping them took a run's
 		 * searches from 1.03 M to 0.86 M. */
 		uint64_t none_after = UINT64_MAX;
-		for (size_t i = 0; i < n && fs->cache.prefetch_inflight < fs->cache.prefetch_max &&
-				   (idle || !prefetch_crowds(fs)) && fs->eng.learned && !fs->stopping;
+		for (size_t i = 0;
+		     i < n && fs->cache.prefetch_inflight < fs->cache.prefetch_max &&
+		     (idle || !prefetch_crowds(fs)) && fs->eng.learned && !fs->stopping;
 		     i++) {
 			/* A block whose next access overwrites it needs no read.
 			 * One whose own last access says its read is far off was
@@ -690,7 +711,7 @@ static void *prefetcher_main(void *arg)
 		if (idle && cache_idle_progress(fs))
 			again = true;
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	free(keys);
 	free(dist);
 	return NULL;
@@ -704,16 +725,24 @@ int engine_init(struct fs *fs)
 		return 0;
 	/* auto: as large as the data already there needs (a remount of a
 	 * large state does not grow it step by step) */
+	/* Under the lock: the flusher already runs, and reads the cache's
+	 * counts and the learner. */
+	tfs_lock(&fs->lock);
 	struct order_params op = {.max_cycle = fs->conf.learn_max_cycle
 						   ? fs->conf.learn_max_cycle
 						   : learn_size(learn_need(fs))};
-	int rc = order_create(&op, &fs->eng.order);
+	tfs_unlock(&fs->lock);
+	struct order *o;
+	int rc = order_create(&op, &o);
 	if (rc) {
 		TFS_LOG("order learner of %zu block accesses: %s", op.max_cycle, strerror(-rc));
 		return rc;
 	}
 	pthread_cond_init(&fs->eng.plan_cond, NULL);
+	tfs_lock(&fs->lock);
+	fs->eng.order = o;
 	learner_fit(fs); /* a fixed size already short says so at mount */
+	tfs_unlock(&fs->lock);
 	rc = pthread_create(&fs->eng.planner, NULL, plan_main, fs);
 	if (rc)
 		return -rc;
@@ -736,10 +765,10 @@ int engine_init(struct fs *fs)
  * wait for it to end. */
 static void thread_stop(struct fs *fs, pthread_t th, pthread_cond_t *cond)
 {
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	fs->stopping = true;
 	pthread_cond_broadcast(cond);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	pthread_join(th, NULL);
 }
 
@@ -753,18 +782,18 @@ void engine_stop(struct fs *fs)
 	if (fs->cache.prefetcher_running) {
 		thread_stop(fs, fs->cache.prefetcher, &fs->cache.prefetch_cond);
 		fs->cache.prefetcher_running = false;
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		while (fs->cache.prefetch_inflight)
-			pthread_cond_wait(&fs->cond, &fs->lock);
-		pthread_mutex_unlock(&fs->lock);
+			tfs_cond_wait(&fs->cond, &fs->lock);
+		tfs_unlock(&fs->lock);
 	}
 	/* Under the lock: the flusher, still running, reads the learner
 	 * under it (engine_now, engine_stale_before) until flusher_stop. */
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct order *o = fs->eng.order;
 	fs->eng.order = NULL;
 	plan_drop(fs);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (o)
 		order_destroy(o);
 }
@@ -775,7 +804,7 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	/* The prefetch counters move under fs->lock: read together, a block
 	 * read ahead is counted as used or wasted only once it counts as read
 	 * ahead. */
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	bool enabled = fs->eng.order != NULL;
 	size_t max_cycle = 0;
 	if (enabled) {
@@ -790,7 +819,7 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	unsigned long long pf = atomic_load(&fs->stats.prefetches),
 			   pf_hits = atomic_load(&fs->stats.prefetch_hits),
 			   pf_wasted = atomic_load(&fs->stats.prefetch_wasted);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	double pred =
 	    s.learned_accesses ? (double)s.predicted_hits / (double)s.learned_accesses : 0;
 	int n = snprintf(

@@ -23,6 +23,7 @@
 
 #include "fs/cache/state.h"
 #include "fs/engine_state.h"
+#include "fs/lock.h"
 #include "fs/meta.h"
 #include "policy/config.h"
 #include "policy/placement.h"
@@ -191,7 +192,7 @@ struct fs {
 
 	/* The one mutex of the data path (fs/lock.h), and the condition that
 	 * announces any change of an entry's or inode's state. */
-	pthread_mutex_t lock;
+	struct tfs_mutex lock;
 	pthread_cond_t cond;
 	bool stopping; /* unmount: the threads end; lock */
 

@@ -321,11 +321,11 @@ int fs_mount_prepare(struct fs *fs)
 	int rc;
 	fs->bs = fs->conf.block_size;
 	fs->ram = fs->conf.ram_tier;
-	pthread_mutex_init(&fs->lock, NULL);
+	tfs_mutex_init(&fs->lock, "fs->lock", LOCK_FS);
 	pthread_cond_init(&fs->cond, NULL);
 	pthread_cond_init(&fs->cache.flusher_cond, NULL);
-	pthread_mutex_init(&fs->commit.lock, NULL);
-	pthread_mutex_init(&fs->commit.sync_lock, NULL);
+	tfs_mutex_init(&fs->commit.lock, "fs->commit.lock", LOCK_COMMIT);
+	tfs_mutex_init(&fs->commit.sync_lock, "fs->commit.sync_lock", LOCK_SYNC);
 	/* Epoch 0 means "no write-back": every tier starts at 1. */
 	for (int i = 0; i < CONF_MAX_TIERS; i++)
 		atomic_store(&fs->commit.wb_epoch[i], 1);

@@ -60,15 +60,15 @@ struct ns_op {
 	unsigned n;
 	struct meta_inode put[NS_MAX_PUTS]; /* in order; the last put of an ino wins */
 };
-static pthread_mutex_t g_ns_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tfs_mutex g_ns_lock = TFS_MUTEX_INIT("ns_lock", LOCK_NS);
 
 static int ns_begin(struct fs *fs, struct ns_op *op)
 {
-	pthread_mutex_lock(&g_ns_lock);
+	tfs_lock(&g_ns_lock);
 	op->n = 0;
 	int rc = meta_txn_begin(fs->meta, true, &op->t);
 	if (rc)
-		pthread_mutex_unlock(&g_ns_lock);
+		tfs_unlock(&g_ns_lock);
 	return rc;
 }
 
@@ -76,11 +76,11 @@ static int ns_begin(struct fs *fs, struct ns_op *op)
  * OP has put of it. */
 static int ns_get(struct fs *fs, struct ns_op *op, uint64_t ino, struct meta_inode *a)
 {
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in = fs_inode_find(fs, ino);
 	if (in)
 		*a = in->attr;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	int rc = in ? 0 : meta_inode_get(op->t, ino, a);
 	for (unsigned i = 0; !rc && i < op->n; i++)
 		if (op->put[i].ino == ino)
@@ -120,7 +120,7 @@ static int ns_end(struct fs *fs, struct ns_op *op, int rc)
 	else
 		rc = meta_txn_commit(op->t);
 	if (!rc) {
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		for (unsigned i = 0; i < op->n; i++) {
 			struct inode *in = fs_inode_find(fs, op->put[i].ino);
 			if (in) {
@@ -128,9 +128,9 @@ static int ns_end(struct fs *fs, struct ns_op *op, int rc)
 				in->attr_dirty = true;
 			}
 		}
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 	}
-	pthread_mutex_unlock(&g_ns_lock);
+	tfs_unlock(&g_ns_lock);
 	return rc;
 }
 
@@ -153,14 +153,14 @@ static void reply_entry_ino(fuse_req_t req, uint64_t ino)
 {
 	struct fs *fs = g_fs;
 	struct fuse_entry_param e;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in;
 	int rc = fs_inode_get(fs, ino, &in);
 	if (!rc) {
 		in->nlookup++;
 		fill_entry(fs, in, &e);
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else if (fuse_reply_entry(req, &e) == -ENOENT)
@@ -170,14 +170,14 @@ static void reply_entry_ino(fuse_req_t req, uint64_t ino)
 /* Delete INO for good once nothing names or holds it. No lock held. */
 static void inode_maybe_delete(struct fs *fs, uint64_t ino)
 {
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in = fs_inode_find(fs, ino);
 	bool gone = in && in->attr.nlink == 0 && in->nlookup == 0 && in->nopen == 0;
 	/* The block map must be in memory before its records go: it is what
 	 * cache_forget_inode frees the slots by. A file never read or
 	 * written since mount has none loaded yet. */
 	int rc = gone ? fs_inode_load_map(fs, in) : 0;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (rc) {
 		/* It stays an orphan; the next mount removes it. */
 		TFS_LOG("inode %llu: cannot load its block map to delete it: %s",
@@ -202,7 +202,7 @@ static void inode_maybe_delete(struct fs *fs, uint64_t ino)
 		TFS_LOG("inode %llu: delete failed: %s", (unsigned long long)ino, strerror(-rc));
 		return;
 	}
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	in = fs_inode_find(fs, ino);
 	/* A rename that replaced the file and the kernel's FORGET can both get
 	 * here; cache_forget_inode may wait (lock dropped) for a write-back,
@@ -212,7 +212,7 @@ static void inode_maybe_delete(struct fs *fs, uint64_t ino)
 		cache_forget_inode(fs, in);
 		fs_inode_drop(fs, in);
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 }
 
 static void tfs_init(void *userdata, struct fuse_conn_info *conn)
@@ -257,11 +257,11 @@ static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
 {
 	if (ctl_ino(ino))
 		return;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in = fs_inode_find(fs, ino);
 	if (in)
 		in->nlookup = in->nlookup > n ? in->nlookup - n : 0;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	inode_maybe_delete(fs, ino);
 }
 
@@ -287,12 +287,12 @@ static void tfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		return;
 	}
 	struct stat st;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in;
 	int rc = fs_inode_get(fs, ino, &in);
 	if (!rc)
 		fs_attr_to_stat(fs, in, &st);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -320,9 +320,9 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		return;
 	}
 	struct inode *in;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	int rc = fs_inode_get(fs, ino, &in);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (rc)
 		goto out;
 	if (to_set & FUSE_SET_ATTR_SIZE) {
@@ -331,18 +331,18 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 			goto out;
 		}
 		uint64_t nsize = (uint64_t)attr->st_size;
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		rc = cache_resize(fs, in, nsize);
 		if (!rc) {
 			fs_touch_mc(&in->attr);
 			if (unprivileged(req))
 				fs_kill_setid(&in->attr);
 		}
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 		if (rc)
 			goto out;
 	}
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct meta_inode *a = &in->attr;
 	if (to_set & FUSE_SET_ATTR_MODE)
 		a->mode = (a->mode & S_IFMT) | (attr->st_mode & 07777);
@@ -371,7 +371,7 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		touch_c(a);
 	}
 	in->attr_dirty = true;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	rc = cache_commit(fs);
 out:
 	if (rc) {
@@ -379,9 +379,9 @@ out:
 		return;
 	}
 	struct stat st;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	fs_attr_to_stat(fs, in, &st);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	fuse_reply_attr(req, &st, 0.0);
 }
 
@@ -736,18 +736,18 @@ end:
 static void close_inode(fuse_ino_t ino)
 {
 	struct fs *fs = g_fs;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in = fs_inode_find(fs, ino);
 	if (in && in->nopen)
 		in->nopen--;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	inode_maybe_delete(fs, ino);
 }
 
 static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = g_fs;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in;
 	int rc = fs_inode_get(fs, ino, &in);
 	if (!rc) {
@@ -767,7 +767,7 @@ static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 			in->nopen--;
 		}
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	return rc;
@@ -798,7 +798,7 @@ static void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		return;
 	}
 	struct fuse_entry_param e;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in;
 	rc = fs_inode_get(fs, ino, &in);
 	if (!rc) {
@@ -806,7 +806,7 @@ static void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		in->nopen++;
 		fill_entry(fs, in, &e);
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -823,9 +823,9 @@ static void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 static struct inode *get_open_inode(fuse_ino_t ino)
 {
 	struct fs *fs = g_fs;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in = fs_inode_find(fs, ino);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	/* Stays while the kernel knows the inode (nlookup > 0): it sends
 	 * FORGET only once its inode is gone, which no request in flight on
 	 * it allows; deletion waits for that too (forget_one). */
@@ -874,9 +874,9 @@ static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		struct inode *in = get_open_inode(ino);
 		bool unsynced = false;
 		if (in) {
-			pthread_mutex_lock(&fs->lock);
+			tfs_lock(&fs->lock);
 			unsynced = in->unsynced;
-			pthread_mutex_unlock(&fs->lock);
+			tfs_unlock(&fs->lock);
 		}
 		if (unsynced)
 			rc = cache_flush_inode(fs, in, true);
@@ -1138,9 +1138,9 @@ static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	int rc = cache_fallocate(fs, in, mode, (uint64_t)offset, (uint64_t)length);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	fuse_reply_err(req, -rc);
 }
 
@@ -1166,9 +1166,9 @@ static void tfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		return;
 	}
 	uint64_t to = 0;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	int rc = cache_seek(fs, in, (uint64_t)off, whence, &to);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else

@@ -112,7 +112,7 @@ static int tierfs_attr(struct fs *fs, uint64_t ino, const char *name, struct str
 		}
 		return s->err;
 	}
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in;
 	int rc = fs_inode_get(fs, ino, &in);
 	if (!rc && !S_ISREG(in->attr.mode))
@@ -145,7 +145,7 @@ static int tierfs_attr(struct fs *fs, uint64_t ino, const char *name, struct str
 	} else if (!rc) {
 		rc = -ENODATA;
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	return rc ? rc : s->err;
 }
 
@@ -223,7 +223,7 @@ static void set_pin(fuse_req_t req, uint64_t ino, const char *value, size_t size
 			return;
 		}
 	}
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in;
 	int rc = fs_inode_get(fs, ino, &in);
 	if (!rc && !S_ISREG(in->attr.mode))
@@ -232,14 +232,14 @@ static void set_pin(fuse_req_t req, uint64_t ino, const char *value, size_t size
 		in->attr.pin_tier = t < 0 ? -1 : fs->tier_id[t];
 		in->attr_dirty = true;
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (!rc)
 		rc = t >= 0 ? cache_pin(fs, in, t) : cache_commit(fs);
 	if (!rc && t < 0) {
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		in->home = fs_home_for(fs, &in->attr, NULL);
 		cache_rehome(fs, in);
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 	}
 	fuse_reply_err(req, -rc);
 }
@@ -248,14 +248,14 @@ static void set_pin(fuse_req_t req, uint64_t ino, const char *value, size_t size
  * ext4, so that backups (find -cnewer, rsync, tar --xattrs) see it. */
 static int touch_ctime(struct fs *fs, uint64_t ino)
 {
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in;
 	int rc = fs_inode_get(fs, ino, &in);
 	if (!rc) {
 		fs_now(&in->attr.ctime_sec, &in->attr.ctime_nsec);
 		in->attr_dirty = true;
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	return rc ? rc : cache_commit(fs);
 }
 
@@ -321,11 +321,11 @@ void xattr_list(fuse_req_t req, uint64_t ino, size_t size)
 		/* A pin is listed where it is set, so that getfattr -d shows
 		 * it and cp --preserve=xattr, rsync -X and the updater's
 		 * replacement of a state file carry it over. */
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		struct inode *in = fs_inode_find(fs, ino);
 		int32_t pin = in ? in->attr.pin_tier : a.pin_tier;
 		bool pinned = pin >= 0 && fs_tier_of_id(fs, (uint16_t)pin) >= 0;
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 		const char *names[] = {X_PLACEMENT, X_BLOCKS, X_CACHED, X_PIN};
 		for (size_t i = 0; i < (pinned ? 4u : 3u); i++) {
 			strbuf_printf(&s, "%s", names[i]);

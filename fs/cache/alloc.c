@@ -31,6 +31,7 @@ static bool sets_aside(const struct fs *fs, const struct inode *in)
  * given back. Lock held (assign_durable may drop it to commit). */
 static int reserve_range(struct fs *fs, struct inode *in, uint64_t first, uint64_t last)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t need = 0;
 	for (int tries = 0;; tries++) {
 		need = 0;
@@ -94,6 +95,7 @@ static int reserve_range(struct fs *fs, struct inode *in, uint64_t first, uint64
  * block reads as zeros already. Lock held. */
 static int zero_part(struct fs *fs, struct inode *in, uint64_t off, uint64_t end)
 {
+	tfs_assert_held(&fs->lock);
 	const struct blk *b = fs_blk(in, off / fs->bs);
 	if (end > in->attr.size)
 		end = in->attr.size;
@@ -105,6 +107,7 @@ static int zero_part(struct fs *fs, struct inode *in, uint64_t off, uint64_t end
 
 int cache_fallocate(struct fs *fs, struct inode *in, int mode, uint64_t off, uint64_t len)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t end = off + len;
 	if (len == 0 || end < off)
 		return -EINVAL;
@@ -113,7 +116,7 @@ int cache_fallocate(struct fs *fs, struct inode *in, int mode, uint64_t off, uin
 	/* As cache_write: a shrink under way sets the size last, with the
 	 * lock dropped before, and must not run while this drops it. */
 	while (in->resizing)
-		pthread_cond_wait(&fs->cond, &fs->lock);
+		tfs_cond_wait(&fs->cond, &fs->lock);
 	int rc = fs_inode_load_map(fs, in);
 	if (rc)
 		return rc;
@@ -157,6 +160,7 @@ static bool seek_data_at(const struct blk *b)
 
 int cache_seek(struct fs *fs, struct inode *in, uint64_t off, int whence, uint64_t *out)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t size = in->attr.size;
 	if (off >= size)
 		return -ENXIO;

@@ -80,6 +80,7 @@ static uint64_t map_bytes(const struct inode *in)
  * freed. */
 static uint64_t inode_sweep(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t freed = 0;
 	for (size_t i = 0; i < fs->commit.npend; i++) {
 		struct inode *in = fs_inode_find(fs, fs->commit.pend[i].ino);
@@ -131,6 +132,7 @@ static uint64_t inode_sweep(struct fs *fs)
  * persistent = no) never reach a tier, and keep their size. Lock held. */
 static uint64_t durable_size(const struct fs *fs, const struct inode *in)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t size = in->attr.size;
 	if (inode_is_volatile(in) || in->shrunk || size <= in->committed_size ||
 	    (!in->ndirty && !in->nflushing))
@@ -149,6 +151,7 @@ static uint64_t durable_size(const struct fs *fs, const struct inode *in)
 /* Add the N slots a commit freed to fs->commit.held. fs->commit.lock held. */
 static int hold(struct fs *fs, const struct freed_slot *freed, size_t n)
 {
+	tfs_assert_held(&fs->lock);
 	size_t have = fs->commit.nheld;
 	struct freed_slot *h = realloc(fs->commit.held, (have + n) * sizeof(*h));
 	if (!h)
@@ -164,6 +167,7 @@ static int hold(struct fs *fs, const struct freed_slot *freed, size_t n)
  * fs->commit.lock and fs->lock held. */
 static void release_held(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	for (size_t i = 0; i < fs->commit.nheld; i++)
 		tier_free(fs->tiers[fs->commit.held[i].tier], fs->commit.held[i].slot);
 	free(fs->commit.held);
@@ -180,13 +184,13 @@ static int commit_sync(struct fs *fs)
 	int rc = meta_sync(fs->meta);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&fs->commit.lock);
+	tfs_lock(&fs->commit.lock);
 	if (fs->commit.nheld && fs->commit.held_from <= done) {
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		release_held(fs);
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 	}
-	pthread_mutex_unlock(&fs->commit.lock);
+	tfs_unlock(&fs->commit.lock);
 	return 0;
 }
 
@@ -195,7 +199,7 @@ static int commit_sync(struct fs *fs)
 static int commit_locked(struct fs *fs, bool *wrote)
 {
 	*wrote = false;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	size_t np = fs->commit.npend;
 	struct pend *pend = fs->commit.pend;
 	fs->commit.pend = NULL;
@@ -265,7 +269,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 	struct freed_slot *freed = fs->cache.freed;
 	fs->cache.freed = NULL;
 	fs->cache.nfreed = fs->cache.freed_cap = 0;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 
 	*wrote = np || na || nfreed;
 	/* The records name slots written since the last commit. Their bytes
@@ -312,7 +316,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 		else
 			rc = meta_txn_commit(t);
 	}
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	if (rc) {
 		TFS_LOG("metadata commit failed: %s", strerror(-rc));
 		/* Keep the work for the next try. */
@@ -339,7 +343,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 				slot_defer_free(fs, freed[i].tier, freed[i].slot);
 		fs->commit.swept_bytes += inode_sweep(fs);
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (fs->commit.swept_bytes >= TRIM_BYTES) {
 		/* Outside fs->lock: it walks every arena. */
 		fs->commit.swept_bytes = 0;
@@ -358,7 +362,7 @@ unlock_fail:
 	/* Put the pending list back untouched. */
 	for (size_t i = 0; i < np; i++)
 		commit_pend_add(fs, pend[i].ino, pend[i].idx);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	free(pend);
 	free(recs);
 	free(del);
@@ -369,7 +373,7 @@ unlock_fail:
 /* cache_commit; *WROTE as commit_locked's. */
 static int commit_run(struct fs *fs, bool *wrote)
 {
-	pthread_mutex_lock(&fs->commit.lock);
+	tfs_lock(&fs->commit.lock);
 	uint64_t t0 = tier_now_ns();
 	atomic_store(&fs->commit.began_ns, t0);
 	int rc = commit_locked(fs, wrote);
@@ -379,7 +383,7 @@ static int commit_run(struct fs *fs, bool *wrote)
 		atomic_fetch_add(&fs->stats.commits, 1);
 		atomic_fetch_add(&fs->stats.commit_ns, t1 - t0);
 	}
-	pthread_mutex_unlock(&fs->commit.lock);
+	tfs_unlock(&fs->commit.lock);
 	return rc;
 }
 

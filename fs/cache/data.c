@@ -25,6 +25,7 @@
  * order is learned, the prefetcher does this job better. Lock held. */
 static void read_ahead(struct fs *fs, struct inode *in, uint64_t first, uint64_t last)
 {
+	tfs_assert_held(&fs->lock);
 	bool seq = first == in->ra_next || (first == 0 && last > 0);
 	in->ra_next = last + 1;
 	if (!seq || fs->eng.learned || !fs->stripe.n)
@@ -40,10 +41,10 @@ static void read_ahead(struct fs *fs, struct inode *in, uint64_t first, uint64_t
 
 int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_req_t req)
 {
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	uint64_t size = in->attr.size;
 	if (off >= size || len == 0) {
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 		fuse_reply_buf(req, NULL, 0);
 		return 1;
 	}
@@ -51,7 +52,7 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 		len = size - off;
 	int rc = fs_inode_load_map(fs, in);
 	if (rc) {
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 		return rc;
 	}
 	bool counted = idle_disk_demand(fs, in);
@@ -88,21 +89,21 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 	}
 	read_ahead(fs, in, first, last);
 	fs_read_atime(fs, in);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	/* The reply copies into the kernel before returning: the references
 	 * keep the buffers in place until then. libfuse frees REQ whether or
 	 * not the reply reaches the kernel (it fails only once the connection
 	 * is gone): the caller must not reply again, so this counts as
 	 * replied either way. */
 	fuse_reply_iov(req, iov, (int)n);
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	rc = 1;
 out:
 	for (size_t i = 0; i < n; i++)
 		if (ents && ents[i])
 			entry_put(fs, ents[i]);
 	idle_disk_demand_done(fs, counted);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (iov != stack_iov)
 		free(iov);
 	if (ents != stack_ents)
@@ -117,6 +118,7 @@ out:
 static bool adoptable(struct fs *fs, const struct centry *e, const char *data, size_t blen,
 		      const uint64_t *donor)
 {
+	tfs_assert_held(&fs->lock);
 	return donor && *donor != CACHE_NO_SLOT && blen == fs->bs && e->refs == 1 && !e->flushing &&
 	       data == cache_slot_ptr(fs, *donor);
 }
@@ -134,6 +136,7 @@ static void write_filled(struct fs *fs, struct centry *e)
 int data_write_locked(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
 		      uint64_t *donor, bool kill_setid)
 {
+	tfs_assert_held(&fs->lock);
 	int rc = fs_inode_load_map(fs, in);
 	size_t done = 0;
 	bool due = false; /* a block written is due for write-back (learned order) */
@@ -163,7 +166,7 @@ int data_write_locked(struct fs *fs, struct inode *in, uint64_t off, const char 
 		/* A block being written back must not change under the write:
 		 * its checksum is computed over what goes out. */
 		while (e->flushing)
-			pthread_cond_wait(&fs->cond, &fs->lock);
+			tfs_cond_wait(&fs->cond, &fs->lock);
 		if (!e->dirty) {
 			if (e->written_back)
 				atomic_fetch_add(&fs->stats.flushes_rewritten, 1);
@@ -182,9 +185,9 @@ int data_write_locked(struct fs *fs, struct inode *in, uint64_t off, const char 
 			*donor = old;
 			atomic_fetch_add(&fs->stats.writes_adopted, 1);
 		} else {
-			pthread_mutex_unlock(&fs->lock);
+			tfs_unlock(&fs->lock);
 			memcpy((char *)e->buf + boff, buf + done, blen);
-			pthread_mutex_lock(&fs->lock);
+			tfs_lock(&fs->lock);
 		}
 		write_filled(fs, e);
 		entry_put(fs, e);
@@ -212,14 +215,14 @@ int data_write_locked(struct fs *fs, struct inode *in, uint64_t off, const char 
 int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
 		uint64_t *donor, bool kill_setid)
 {
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	while (in->resizing)
-		pthread_cond_wait(&fs->cond, &fs->lock);
+		tfs_cond_wait(&fs->cond, &fs->lock);
 	in->nwriting++;
 	int rc = data_write_locked(fs, in, off, buf, len, donor, kill_setid);
 	if (--in->nwriting == 0 && in->resizing)
 		pthread_cond_broadcast(&fs->cond); /* frees nothing */
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	return rc;
 }
 
@@ -231,6 +234,7 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
  * unwritten, a crash would leave the old checksum over new bytes. */
 int data_drop_blocks(struct fs *fs, struct inode *in, uint64_t from, uint64_t to, bool keep_empty)
 {
+	tfs_assert_held(&fs->lock);
 	fs_for_each_blk (in, i, from) {
 		if (i >= to)
 			break;
@@ -304,6 +308,7 @@ static int resize_locked(struct fs *fs, struct inode *in, uint64_t size)
 
 int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 {
+	tfs_assert_held(&fs->lock);
 	/* Writers are kept out from the tail's zeroing to the new size: a
 	 * write in between, into the tail or into a block already dropped
 	 * while this waited for a reader, left its bytes beyond EOF, to show
@@ -311,10 +316,10 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 	if (size > fs_max_size(fs))
 		return -EFBIG;
 	while (in->resizing)
-		pthread_cond_wait(&fs->cond, &fs->lock);
+		tfs_cond_wait(&fs->cond, &fs->lock);
 	in->resizing = true;
 	while (in->nwriting)
-		pthread_cond_wait(&fs->cond, &fs->lock);
+		tfs_cond_wait(&fs->cond, &fs->lock);
 	int rc = resize_locked(fs, in, size);
 	if (!rc && size == 0) {
 		/* The bytes they stood for are no longer the file's (every
@@ -330,6 +335,7 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 
 int cache_forget_inode(struct fs *fs, struct inode *in)
 {
+	tfs_assert_held(&fs->lock);
 	int rc = fs_inode_load_map(fs, in);
 	if (rc)
 		return rc;
@@ -351,6 +357,7 @@ int cache_forget_inode(struct fs *fs, struct inode *in)
  * there (pinned) or that have no durable slot; -1 for a hole. Lock held. */
 int fs_block_tier(struct fs *fs, const struct blk *b)
 {
+	tfs_assert_held(&fs->lock);
 	if (b->ce && (b->ce->pinned || b->tier == TIER_NONE))
 		return fs->ram;
 	return b->tier == TIER_NONE ? -1 : b->tier;
@@ -360,6 +367,7 @@ int fs_block_tier(struct fs *fs, const struct blk *b)
  * at home there) counts for the RAM tier. Lock held. Returns the total. */
 uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes)
 {
+	tfs_assert_held(&fs->lock);
 	memset(bytes, 0, sizeof(uint64_t) * CONF_MAX_TIERS);
 	if (fs_inode_load_map(fs, in))
 		return 0;
@@ -381,6 +389,7 @@ uint64_t fs_placement(struct fs *fs, struct inode *in, uint64_t *bytes)
 
 uint64_t fs_cached(struct fs *fs, struct inode *in, uint64_t *dirty)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t cached = 0;
 	*dirty = 0;
 	fs_for_each_blk (in, i, 0) {

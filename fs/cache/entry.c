@@ -22,6 +22,7 @@
  * entry_alloc's waiters (which wakes the next if it leaves). Lock held. */
 void cache_wake(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	pthread_cond_broadcast(&fs->cond);
 	if (fs->cache.reclaim_waiters)
 		pthread_cond_signal(&fs->cache.reclaim_cond);
@@ -131,6 +132,7 @@ struct centry *lru_older(struct fs *fs, struct centry *e, bool pinned_too)
 /* Make E's home RAM, moving it to the pinned list. Lock held. */
 void entry_pin(struct fs *fs, struct centry *e)
 {
+	tfs_assert_held(&fs->lock);
 	if (e->pinned)
 		return;
 	lru_unlink(fs, e);
@@ -172,6 +174,7 @@ static void entry_release_slot(struct fs *fs, struct centry *e)
 /* Count E dirty if it was clean. Lock held. */
 void entry_mark_dirty(struct fs *fs, struct centry *e)
 {
+	tfs_assert_held(&fs->lock);
 	if (!e->dirty) {
 		e->dirty = true;
 		fs->cache.ndirty++;
@@ -183,6 +186,7 @@ void entry_mark_dirty(struct fs *fs, struct centry *e)
 /* Detach an entry from its block and free it. Lock held, refs == 0. */
 void entry_drop(struct fs *fs, struct centry *e)
 {
+	tfs_assert_held(&fs->lock);
 	struct inode *in = e->inode;
 	struct blk *b = in ? fs_blk(in, e->idx) : NULL;
 	if (b && b->ce == e) {
@@ -217,6 +221,7 @@ void blk_set_io_len(const struct fs *fs, struct blk *b, uint32_t len)
  * it to stay until a read still to come (stats.evictions_kept). Lock held. */
 void entry_evict(struct fs *fs, struct centry *e)
 {
+	tfs_assert_held(&fs->lock);
 	atomic_fetch_add(&fs->stats.evictions, 1);
 	if (fs->eng.learned && e->plan == KEEPPLAN_KEEP && e->next_read != UINT64_MAX &&
 	    e->next_read >= engine_stale_before(fs))
@@ -266,6 +271,7 @@ bool inode_is_volatile(const struct inode *in)
  * held. */
 void cache_restamp(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	for (int l = 0; l < 2; l++)
 		for (int st = 0; st < LRU_NSTATES; st++)
 			for (struct centry *e = fs->cache.lru_head[l][st]; e; e = e->next)
@@ -280,6 +286,7 @@ void cache_restamp(struct fs *fs)
 
 void cache_replan(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	for (int l = 0; l < 2; l++)
 		for (int st = 0; st < LRU_NSTATES; st++)
 			for (struct centry *e = fs->cache.lru_head[l][st]; e; e = e->next)
@@ -309,7 +316,7 @@ int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
 		struct centry *e = b->ce;
 		if (e) {
 			if (e->state == CE_LOADING) {
-				pthread_cond_wait(&fs->cond, &fs->lock);
+				tfs_cond_wait(&fs->cond, &fs->lock);
 				continue;
 			}
 			atomic_fetch_add(&fs->stats.hits, 1);
@@ -393,7 +400,7 @@ int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
 		uint32_t len = blk_io_len(b);
 		uint64_t slot = b->slot, csum = b->csum;
 		bool written = tier != TIER_NONE && (csum != 0 || b->ce == NULL);
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 		if (tier == TIER_NONE || !written || mode == GET_WRITE_HEAD) {
 			memset(e->buf, 0, fs->bs);
 			rc = 0;
@@ -402,7 +409,7 @@ int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
 			rc = tier_rw(fs->tiers[tier], TIER_OP_READ, TIER_PRIO_DEMAND, slot, e->buf,
 				     len, &csum);
 		}
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		if (rc) {
 			char path[PATH_MAX];
 			if (fs_inode_path(fs, in->ino, path, sizeof(path)))
@@ -442,7 +449,8 @@ void entry_put(struct fs *fs, struct centry *e)
  * ASan build, about 1 run in 40). Lock held. */
 void entry_wait_unreferenced(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	fs->cache.ref_waiters++;
-	pthread_cond_wait(&fs->cond, &fs->lock);
+	tfs_cond_wait(&fs->cond, &fs->lock);
 	fs->cache.ref_waiters--;
 }

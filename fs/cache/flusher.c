@@ -24,6 +24,7 @@
  * RAM until they are read, never written at all. Lock held. */
 static struct centry *next_to_flush(struct fs *fs, struct centry *from, bool learned, bool spill)
 {
+	tfs_assert_held(&fs->lock);
 	if (!learned) {
 		/* FROM may have left the dirty list while the lock was dropped
 		 * (written back, or being written): walking on from it would
@@ -56,6 +57,7 @@ static bool wb_due(struct fs *fs, struct centry *e, bool learned, uint64_t horiz
  * on the bench. Lock held. */
 static struct centry *stray_dirty(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t stale = engine_stale_before(fs);
 	unsigned seen = 0;
 	for (struct centry *e = fs->cache.lru_tail[0][LRU_DIRTY]; e && seen < VICTIM_SCAN;
@@ -84,6 +86,7 @@ static bool quiet_since(struct fs *fs, uint64_t tick_clock)
  * never made durable, as ext4's commit= does. Lock held. */
 static void commit_soon(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	if (!fs->commit.wanted) {
 		fs->commit.wanted = true;
 		pthread_cond_signal(&fs->commit.cond);
@@ -106,6 +109,7 @@ static void commit_soon(struct fs *fs)
  * against 4.9-5.1 s in runs without). Lock held. */
 static bool tiers_quiet(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	if (fs->idle.disk_reqs || tiers_idle_ns(fs) < COMMIT_QUIET_NS)
 		return false;
 	return !fs->eng.tail_plan || !fs->idle.disk_demand_ns ||
@@ -121,6 +125,7 @@ static bool tiers_quiet(struct fs *fs)
  * comes next). Lock held. */
 uint64_t cache_commit_gap(const struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	return fs->idle.gap_seen_ns > fs->idle.gap_prev_ns ? fs->idle.gap_seen_ns
 							   : fs->idle.gap_prev_ns;
 }
@@ -140,6 +145,7 @@ uint64_t cache_commit_gap(const struct fs *fs)
  * Lock held. */
 static bool commit_fits(const struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t took = fs->commit.quiet_ns;
 	return !fs->eng.learned || !took || !fs->idle.gap_measured || took <= cache_commit_gap(fs);
 }
@@ -169,11 +175,11 @@ static void *committer_main(void *arg)
 	uint64_t wait = every;	/* how long a due commit waits for a quiet moment */
 	bool any = false;	/* whether LAST is set */
 	uint64_t wanted_at = 0; /* when the request being served was made, 0 none */
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	while (!fs->commit.stop) {
 		if (!fs->commit.wanted) {
 			wanted_at = 0;
-			pthread_cond_wait(&fs->commit.cond, &fs->lock);
+			tfs_cond_wait(&fs->commit.cond, &fs->lock);
 			continue;
 		}
 		uint64_t now = tier_now_ns();
@@ -198,17 +204,17 @@ static void *committer_main(void *arg)
 		if (wake) {
 			struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ULL),
 					      .tv_nsec = (long)(wake % 1000000000ULL)};
-			pthread_cond_timedwait(&fs->commit.cond, &fs->lock, &ts);
+			tfs_cond_timedwait(&fs->commit.cond, &fs->lock, &ts);
 			continue;
 		}
 		fs->commit.wanted = false;
 		wanted_at = 0;
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 		bool wrote;
 		/* A failure is logged; its work stays pending. */
 		(void)commit_and_free(fs, false, &wrote);
 		uint64_t t = tier_now_ns() - now;
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		if (wrote) {
 			/* Only what a commit takes in a quiet moment says
 			 * whether one fits there: a forced one shares the disk
@@ -228,7 +234,7 @@ static void *committer_main(void *arg)
 			}
 		}
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	return NULL;
 }
 
@@ -243,7 +249,7 @@ static void *flusher_main(void *arg)
 	/* The learner's clock at the last tick (quiet_since). */
 	uint64_t tick_clock = 0;
 	unsigned max = fs_persistent_queue(fs);
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	while (!fs->stopping) {
 		bool learned = fs->eng.learned;
 		uint64_t horizon = learned ? wb_horizon(fs) : UINT64_MAX;
@@ -275,7 +281,7 @@ static void *flusher_main(void *arg)
 			uint64_t ns = (uint64_t)ts.tv_nsec + wait;
 			ts.tv_sec += (time_t)(ns / 1000000000ULL);
 			ts.tv_nsec = (long)(ns % 1000000000ULL);
-			tick = pthread_cond_timedwait(&fs->cache.flusher_cond, &fs->lock, &ts) ==
+			tick = tfs_cond_timedwait(&fs->cache.flusher_cond, &fs->lock, &ts) ==
 				   ETIMEDOUT &&
 			       wait != idle_in;
 			if (fs->stopping)
@@ -335,7 +341,7 @@ static void *flusher_main(void *arg)
 				unsigned n = batch.inflight;
 				e->refs++; /* keeps e in place while waiting */
 				while (batch.inflight >= n)
-					pthread_cond_wait(&fs->cond, &fs->lock);
+					tfs_cond_wait(&fs->cond, &fs->lock);
 				if (learned && cache_disk_idle(fs))
 					pthread_cond_signal(
 					    &fs->cache.prefetch_cond); /* a clean block */
@@ -391,11 +397,11 @@ static void *flusher_main(void *arg)
 			 * ends. Waiters wake on their own every STUCK_NS. */
 			if (!fs->cache.wb_nheld)
 				cache_wake(fs);
-			pthread_cond_timedwait(&fs->cache.flusher_cond, &fs->lock,
-					       &(struct timespec){.tv_sec = time(NULL) + 1});
+			tfs_cond_timedwait(&fs->cache.flusher_cond, &fs->lock,
+					   &(struct timespec){.tv_sec = time(NULL) + 1});
 		}
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	return NULL;
 }
 
@@ -405,10 +411,10 @@ static void committer_stop(struct fs *fs)
 {
 	if (!fs->commit.committer_running)
 		return;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	fs->commit.stop = true;
 	pthread_cond_signal(&fs->commit.cond);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	pthread_join(fs->commit.committer, NULL);
 	fs->commit.committer_running = false;
 }
@@ -435,10 +441,10 @@ void flusher_stop(struct fs *fs)
 {
 	if (!fs->cache.flusher_running)
 		return;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	fs->stopping = true;
 	pthread_cond_signal(&fs->cache.flusher_cond);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	pthread_join(fs->cache.flusher, NULL);
 	fs->cache.flusher_running = false;
 	committer_stop(fs);

@@ -86,6 +86,7 @@ static uint64_t cache_keep_budget(struct fs *fs)
 
 uint64_t cache_plan_budget(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t budget = cache_keep_budget(fs);
 	uint64_t reserve =
 	    (uint64_t)fs->conf.threads * (fs_request_blocks(fs) - 1) + fs->cache.prefetch_max;
@@ -109,6 +110,7 @@ uint64_t cache_plan_budget(struct fs *fs)
  * disk capped at 400 MB/s); with 4 ranks there it is a wash. Lock held. */
 static uint64_t keep_horizon(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t budget = cache_keep_budget(fs);
 	if (!budget)
 		return 0;
@@ -125,6 +127,7 @@ static uint64_t keep_horizon(struct fs *fs)
 /* Whether no persistent tier has a read in flight. Lock held. */
 bool tiers_reads_idle(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	for (int i = 0; i < fs->conf.ntiers; i++)
 		if (tier_persistent(fs->tiers[i]) && tier_busy(fs->tiers[i], TIER_OP_READ))
 			return false;
@@ -155,6 +158,7 @@ bool tiers_reads_idle(struct fs *fs)
  * Lock held. */
 static void wb_reserve_adjust(struct fs *fs, uint64_t now)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t n = engine_cycle_len(fs);
 	if (!n || now - fs->cache.stall_clock < n)
 		return;
@@ -181,6 +185,7 @@ static void wb_reserve_adjust(struct fs *fs, uint64_t now)
  * would hold fs->lock too long. Lock held. */
 uint64_t wb_horizon(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t now = engine_now(fs), every = fs->cache.ncached / 64;
 	if (every < 16)
 		every = 16;
@@ -199,6 +204,7 @@ uint64_t wb_horizon(struct fs *fs)
  * staying dirty and must not wait for the training to stop). Lock held. */
 bool wb_due_learned(struct fs *fs, const struct centry *e, uint64_t horizon)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t t = entry_keep_until(fs, e, engine_stale_before(fs));
 	return t >= UINT64_MAX - 1 || t > horizon;
 }

@@ -45,6 +45,7 @@
 
 uint64_t cache_idle_after(const struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t t = fs->idle.idle_short_ns + fs->idle.idle_short_ns / 4;
 	return t > DISK_IDLE_NS ? t : DISK_IDLE_NS;
 }
@@ -53,6 +54,7 @@ uint64_t cache_idle_after(const struct fs *fs)
  * Lock held (the tiers' idle clocks take a lock of their own, a leaf). */
 uint64_t tiers_idle_ns(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t idle = UINT64_MAX;
 	for (int i = 0; i < fs->conf.ntiers; i++) {
 		if (!tier_persistent(fs->tiers[i]))
@@ -66,6 +68,7 @@ uint64_t tiers_idle_ns(struct fs *fs)
 
 bool cache_disk_idle(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	if (!fs->eng.learned || !fs->eng.tail_plan || !fs->idle.disk_demand_ns)
 		return false;
 	if (fs->idle.idle_from_ns)
@@ -98,6 +101,7 @@ static bool idle_done(const struct fs *fs)
  * steps around it 2.6-2.9 s). Lock held. */
 static uint64_t gap_work_ns(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	double rate[2] = {0, 0};
 	for (int i = 0; i < fs->conf.ntiers; i++) {
 		if (!tier_persistent(fs->tiers[i]))
@@ -121,6 +125,7 @@ static uint64_t gap_work_ns(struct fs *fs)
  * spare that auto's threshold has. Lock held. */
 static bool gap_fits(struct fs *fs, uint64_t len)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t need = gap_work_ns(fs);
 	return len >= need + need / 4;
 }
@@ -219,6 +224,7 @@ bool cache_idle_progress(struct fs *fs)
  * (gap_seen) starts or ends. Lock held. */
 static uint64_t tiers_idle_take(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t idle = UINT64_MAX;
 	for (int i = 0; i < fs->conf.ntiers; i++) {
 		if (!tier_persistent(fs->tiers[i]))
@@ -275,6 +281,7 @@ static void gap_seen(struct fs *fs, uint64_t now)
  * as one being served until disk_demand_done. Lock held. */
 bool idle_disk_demand(struct fs *fs, const struct inode *in)
 {
+	tfs_assert_held(&fs->lock);
 	if (!fs_disk_homed(fs, in))
 		return false;
 	uint64_t now = tier_now_ns();
@@ -298,6 +305,7 @@ bool idle_disk_demand(struct fs *fs, const struct inode *in)
  * being served starts a stretch. Lock held. */
 void idle_disk_demand_done(struct fs *fs, bool counted)
 {
+	tfs_assert_held(&fs->lock);
 	if (counted && --fs->idle.disk_reqs == 0) {
 		fs->idle.disk_req_ns = tier_now_ns();
 		(void)tiers_idle_take(fs); /* the stretch starts now */

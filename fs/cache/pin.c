@@ -14,6 +14,7 @@
  * keeps its old one, which cache_pin reports. Lock held. */
 static int move_unwritten(struct fs *fs, struct inode *in, uint64_t idx, int tier)
 {
+	tfs_assert_held(&fs->lock);
 	struct blk *b = fs_blk(in, idx);
 	int64_t slot = -1;
 	if (tier != fs->ram && (slot = tier_alloc(fs->tiers[tier])) < 0)
@@ -44,7 +45,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 	 * keeps the old slot until the new one is written and committed: a
 	 * crash meanwhile leaves the block where it was. RAM is no durable
 	 * home: there the old slot goes at once. */
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	int rc = fs_inode_load_map(fs, in);
 	in->home = tier;
 	cache_rehome(fs, in);
@@ -63,7 +64,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 		if (rc || !e)
 			continue;
 		while (e->flushing)
-			pthread_cond_wait(&fs->cond, &fs->lock);
+			tfs_cond_wait(&fs->cond, &fs->lock);
 		if (tier == fs->ram) {
 			if (b->tier != TIER_NONE) {
 				/* The record's removal is queued before its slot
@@ -81,12 +82,12 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 		entry_mark_dirty(fs, e);
 		entry_put(fs, e);
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (rc || (rc = cache_flush_inode(fs, in, true)))
 		return rc;
 	/* A block that found no free slot there stays where it was: say so,
 	 * rather than report a pin that did not happen. */
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	uint64_t left = 0;
 	if (tier != fs->ram)
 		fs_for_each_blk (in, i, 0) {
@@ -94,7 +95,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 			if (t != TIER_NONE && t != tier)
 				left++;
 		}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (left) {
 		TFS_LOG("pin inode %llu to tier %s: %llu blocks found no free slot there",
 			(unsigned long long)in->ino, tier_name(fs->tiers[tier]),
@@ -106,6 +107,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 
 void cache_rehome(struct fs *fs, struct inode *in)
 {
+	tfs_assert_held(&fs->lock);
 	if (in->home == fs->ram)
 		return;
 	fs_for_each_blk (in, i, 0) {

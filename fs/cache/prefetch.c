@@ -22,7 +22,7 @@ static void prefetch_done(struct tier_io *io)
 	struct prefetch_io *p = (struct prefetch_io *)io;
 	struct fs *fs = p->fs;
 	struct centry *e = p->e;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	e->refs--;
 	if (io->result) {
 		/* A demand read of this block will try again and report it. */
@@ -39,7 +39,7 @@ static void prefetch_done(struct tier_io *io)
 	fs->cache.prefetch_inflight--;
 	cache_wake(fs);
 	pthread_cond_signal(&fs->cache.prefetch_cond);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	free(p);
 }
 
@@ -60,6 +60,7 @@ static struct centry *readahead_victim(struct fs *fs)
 
 int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at)
 {
+	tfs_assert_held(&fs->lock);
 	struct blk *b = fs_blk(in, idx);
 	if (!b || b->ce || b->tier == TIER_NONE || b->csum == 0)
 		return 0;

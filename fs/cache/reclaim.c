@@ -131,6 +131,7 @@ struct centry *victim_farthest(struct fs *fs, unsigned lists, int s,
  * oldest VISIT of each list (UINT64_MAX: all, every list). Lock held. */
 static struct centry *victim_lru(struct fs *fs, uint64_t visit)
 {
+	tfs_assert_held(&fs->lock);
 	for (int pass = 0; pass < 2; pass++) {
 		uint64_t visited = 0;
 		for (struct centry *e = fs->cache.lru_tail[pass][LRU_CLEAN]; e && visited < visit;
@@ -164,6 +165,7 @@ static bool entry_evictable_unkept(struct fs *fs, const struct centry *e, bool a
  * VICTIM_VISIT entries. Lock held. */
 struct centry *victim_pick_before(struct fs *fs, uint64_t need_at)
 {
+	tfs_assert_held(&fs->lock);
 	atomic_fetch_add(&fs->stats.victim_scans, 1);
 	if (fs->eng.learned) {
 		uint64_t stale = engine_stale_before(fs);
@@ -199,6 +201,7 @@ static struct centry *victim_pick(struct fs *fs)
  * reclaim waiter may wait for. Lock held. */
 static bool wb_any_flushable(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	if (lru_oldest(fs, LRU_DIRTY, true) || lru_oldest(fs, LRU_FLUSHING, true))
 		return true;
 	for (struct centry *e = lru_oldest(fs, LRU_CLEAN, true); e; e = lru_older(fs, e, true))
@@ -245,6 +248,7 @@ static bool victim_farther_dirty(struct fs *fs, uint64_t after)
  * and wrote 0.08 GB more per step in the steady state (1 rank). Lock held. */
 static bool kept_over_due(struct fs *fs, const struct centry *v)
 {
+	tfs_assert_held(&fs->lock);
 	if (v->stamp > fs->cache.learn_clock)
 		return false;
 	uint64_t horizon = wb_horizon(fs);
@@ -290,6 +294,7 @@ static bool reads_idle(struct fs *fs, const struct centry *v)
  * waiting. */
 int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, struct centry **out)
 {
+	tfs_assert_held(&fs->lock);
 	/* Waiting for a farther block's write-back pays only while write-back
 	 * moves: a tier that is full or failing must not stall the caller for
 	 * longer than STUCK_NS. */
@@ -341,10 +346,9 @@ int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, struct cent
 		 * not leave) costs that waiter STUCK_NS at most, and a waiter
 		 * still tells whether write-back moves. */
 		uint64_t t0 = tier_now_ns(), until = t0 + STUCK_NS;
-		pthread_cond_timedwait(
-		    &fs->cache.reclaim_cond, &fs->lock,
-		    &(struct timespec){.tv_sec = (time_t)(until / 1000000000ULL),
-				       .tv_nsec = (long)(until % 1000000000ULL)});
+		tfs_cond_timedwait(&fs->cache.reclaim_cond, &fs->lock,
+				   &(struct timespec){.tv_sec = (time_t)(until / 1000000000ULL),
+						      .tv_nsec = (long)(until % 1000000000ULL)});
 		fs->cache.reclaim_waiters--;
 		uint64_t now = tier_now_ns();
 		atomic_fetch_add(&fs->stats.reclaim_waits, 1);

@@ -60,6 +60,7 @@ bool slot_cow_room(struct fs *fs, int t)
 /* How many slots of tier T wait for a commit to come free. Lock held. */
 uint64_t slot_freed_on(const struct fs *fs, int t)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t n = 0;
 	for (size_t i = 0; i < fs->cache.nfreed; i++)
 		n += fs->cache.freed[i].tier == t;
@@ -71,6 +72,7 @@ uint64_t slot_freed_on(const struct fs *fs, int t)
  * the tier looks as if every slot held a live block. Lock held. */
 bool slot_commit_retiring(struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	return commit_held(fs) ||
 	       atomic_load(&fs->commit.began_ns) > atomic_load(&fs->commit.ended_ns);
 }
@@ -79,6 +81,7 @@ bool slot_commit_retiring(struct fs *fs)
  * each such wait is a commit in the middle of the I/O. Lock held. */
 void slot_log_short(struct fs *fs, int t)
 {
+	tfs_assert_held(&fs->lock);
 	if (fs->cache.short_logged & 1u << t)
 		return;
 	fs->cache.short_logged |= 1u << t;
@@ -92,6 +95,7 @@ void slot_log_short(struct fs *fs, int t)
  * free at the commit after it completes. Lock held. */
 uint64_t slot_moving(const struct fs *fs)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t n = 0;
 	for (int i = 0; i < fs->conf.ntiers; i++)
 		n += fs->cache.moving[i];
@@ -103,15 +107,16 @@ uint64_t slot_moving(const struct fs *fs)
  * have changed. */
 int commit_unlocked(struct fs *fs)
 {
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	int rc = cache_commit(fs);
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	return rc;
 }
 
 /* Give block IDX of IN a slot on a persistent tier. Lock held. */
 int slot_assign(struct fs *fs, struct inode *in, uint64_t idx)
 {
+	tfs_assert_held(&fs->lock);
 	struct blk *b = fs_blk(in, idx); /* reserved by the caller */
 	if (b->tier != TIER_NONE)
 		return 0;
@@ -144,7 +149,7 @@ int slot_assign(struct fs *fs, struct inode *in, uint64_t idx)
 			 * old one retired once they are whole and committed:
 			 * wait for one (every completion broadcasts), then
 			 * commit again. */
-			pthread_cond_wait(&fs->cond, &fs->lock);
+			tfs_cond_wait(&fs->cond, &fs->lock);
 			if (b->tier != TIER_NONE)
 				return 0;
 			committed = false;
@@ -171,6 +176,7 @@ int slot_assign(struct fs *fs, struct inode *in, uint64_t idx)
  * the block, nothing was written there, nothing committed. Lock held. */
 void slot_unassign(struct fs *fs, struct blk *b)
 {
+	tfs_assert_held(&fs->lock);
 	if (!b->ce && b->csum == 0 && b->tier != TIER_NONE && !b->unwritten) {
 		tier_free(fs->tiers[b->tier], b->slot);
 		b->tier = TIER_NONE;
@@ -179,10 +185,10 @@ void slot_unassign(struct fs *fs, struct blk *b)
 
 uint64_t cache_landing_get(struct fs *fs)
 {
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	uint64_t slot =
 	    fs->cache.landing_free ? fs->cache.landing[--fs->cache.landing_free] : CACHE_NO_SLOT;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	return slot;
 }
 

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fs/lock.h"
 #include "policy/config.h"
 #include "tiers/tier.h"
 
@@ -180,7 +181,7 @@ struct commit {
 	 * size and put the old one back; or re-insert a block record that a
 	 * truncate's commit had deleted, whose slot was then freed and handed
 	 * to another block. */
-	pthread_mutex_t lock;
+	struct tfs_mutex lock;
 	/* Pending block-map updates, committed to LMDB by cache_commit;
 	 * fs->lock. */
 	struct pend *pend;
@@ -212,7 +213,7 @@ struct commit {
 	 * the bytes are safe; files whose new bytes went to other tiers are
 	 * not concerned. wb_epoch is atomic so that a failed sync can close
 	 * its epoch the moment it returns, without fs->lock. */
-	pthread_mutex_t sync_lock;
+	struct tfs_mutex sync_lock;
 	_Atomic uint64_t wb_epoch[CONF_MAX_TIERS];
 	/* Sync rounds begun (atomic) and ended, and the last one's result:
 	 * a caller whose write-backs completed before round R began is served

@@ -47,18 +47,18 @@ int sync_tiers(struct fs *fs)
 	uint64_t epoch[CONF_MAX_TIERS], end[CONF_MAX_TIERS];
 	int err[CONF_MAX_TIERS] = {0};
 	uint64_t seen = atomic_load(&fs->commit.rounds_begun);
-	pthread_mutex_lock(&fs->commit.sync_lock);
+	tfs_lock(&fs->commit.sync_lock);
 	if (fs->commit.rounds_done > seen) {
 		/* A round that began after our write-backs has ended. */
 		int rc = fs->commit.round_rc;
-		pthread_mutex_unlock(&fs->commit.sync_lock);
+		tfs_unlock(&fs->commit.sync_lock);
 		return rc;
 	}
 	uint64_t round = atomic_fetch_add(&fs->commit.rounds_begun, 1) + 1;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	for (int i = 0; i < n; i++)
 		epoch[i] = atomic_fetch_add(&fs->commit.wb_epoch[i], 1);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	/* The tiers flush side by side: one after the other, the disk's
 	 * flush and a parallel file system's round trips added up. */
 	struct tier_sync_job jobs[CONF_MAX_TIERS];
@@ -82,7 +82,7 @@ int sync_tiers(struct fs *fs)
 		if (err[i] && !rc)
 			rc = err[i];
 	}
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	for (size_t h = 0; h < fs->itab_size; h++)
 		for (struct inode *in = fs->itab[h]; in; in = in->hnext)
 			for (int i = 0; i < n; i++) {
@@ -96,10 +96,10 @@ int sync_tiers(struct fs *fs)
 				 * covered: the next sync answers for them. */
 				in->wb_first[i] = in->wb_last[i] <= epoch[i] ? 0 : epoch[i] + 1;
 			}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	fs->commit.rounds_done = round;
 	fs->commit.round_rc = rc;
-	pthread_mutex_unlock(&fs->commit.sync_lock);
+	tfs_unlock(&fs->commit.sync_lock);
 	return rc;
 }
 
@@ -108,7 +108,7 @@ int sync_tiers(struct fs *fs)
 int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 {
 	struct flush_batch batch = {.fs = fs};
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	/* Changes from here on need a flush of their own. */
 	bool unsynced = in->unsynced;
 	if (durable)
@@ -125,9 +125,9 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 				break;
 		}
 		while (in->nflushing)
-			pthread_cond_wait(&fs->cond, &fs->lock);
+			tfs_cond_wait(&fs->cond, &fs->lock);
 	}
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (!rc)
 		rc = batch.err;
 	if (!rc && durable)
@@ -135,12 +135,12 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 	int r = durable ? cache_commit_durable(fs) : cache_commit(fs);
 	if (!rc)
 		rc = r;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	if (!rc && durable)
 		rc = in->wb_err;
 	if (rc && durable && unsynced)
 		in->unsynced = true;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	return rc;
 }
 
@@ -152,7 +152,7 @@ int cache_flush_all(struct fs *fs)
 {
 	struct flush_batch batch = {.fs = fs};
 	int rc = 0;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	/* Failures before this call are the flusher's: those get a try too. */
 	for (struct centry *e = lru_oldest(fs, LRU_DIRTY, true); e; e = lru_older(fs, e, true))
 		e->wb_failed = false;
@@ -167,7 +167,7 @@ int cache_flush_all(struct fs *fs)
 			}
 		if (!pick) {
 			if (batch.inflight) {
-				pthread_cond_wait(&fs->cond, &fs->lock);
+				tfs_cond_wait(&fs->cond, &fs->lock);
 				continue;
 			}
 			break;
@@ -181,7 +181,7 @@ int cache_flush_all(struct fs *fs)
 		}
 	}
 	flush_batch_wait(fs, &batch);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	if (!rc)
 		rc = batch.err;
 	int r = sync_tiers(fs);

@@ -43,6 +43,7 @@
 /* Whether background write-back to tier T waits. Lock held. */
 static bool wb_tier_held(struct fs *fs, unsigned t)
 {
+	tfs_assert_held(&fs->lock);
 	return fs->cache.wb[t].retry_at &&
 	       (fs->cache.wb[t].probing || tier_now_ns() < fs->cache.wb[t].retry_at);
 }
@@ -51,6 +52,7 @@ static bool wb_tier_held(struct fs *fs, unsigned t)
  * one its last write-back failed on (a move to a pinned tier). Lock held. */
 static bool wb_held_back(struct fs *fs, const struct centry *e)
 {
+	tfs_assert_held(&fs->lock);
 	if (!fs->cache.wb_nheld)
 		return false;
 	const struct blk *b = fs_blk(e->inode, e->idx);
@@ -94,14 +96,15 @@ bool wb_must_spill(struct fs *fs)
  * and on return. */
 int cache_submit_unlocked(struct fs *fs, struct tier *t, struct tier_io *io)
 {
-	pthread_mutex_unlock(&fs->lock);
+	tfs_assert_held(&fs->lock);
+	tfs_unlock(&fs->lock);
 	int rc = tier_submit(t, io);
 	if (rc) {
 		io->result = rc;
 		io->tier = t;
 		io->done(io);
 	}
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	return rc;
 }
 
@@ -120,7 +123,7 @@ static void flush_done(struct tier_io *io)
 	struct flush_io *f = (struct flush_io *)io;
 	struct fs *fs = f->batch->fs;
 	struct centry *e = f->e;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct inode *in = e->inode;
 	struct blk *b = fs_blk(in, e->idx);
 	e->flushing = false;
@@ -211,7 +214,7 @@ static void flush_done(struct tier_io *io)
 	e->refs--;
 	f->batch->inflight--;
 	cache_wake(fs);
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	free(f);
 }
 
@@ -227,6 +230,7 @@ static void flush_done(struct tier_io *io)
  * reads zeros there either way. Lock held. */
 static uint32_t durable_len(const struct fs *fs, const struct inode *in, uint64_t idx)
 {
+	tfs_assert_held(&fs->lock);
 	uint64_t start = idx * fs->bs, size = in->attr.size;
 	if (size <= start || size - start >= fs->bs)
 		return 0;
@@ -240,6 +244,7 @@ static uint32_t durable_len(const struct fs *fs, const struct inode *in, uint64_
  * nothing started; choose again. */
 int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch, enum tier_prio prio)
 {
+	tfs_assert_held(&fs->lock);
 	struct inode *in = e->inode;
 	/* Held across the commit assign_durable may make unlocked, so that
 	 * E stays; a writer copying into it meanwhile shows as a reference
@@ -294,7 +299,7 @@ int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch, enum
 			commit_failed = commit_unlocked(fs) != 0; /* logged */
 		} else {
 			/* Every completion broadcasts (wake_all). */
-			pthread_cond_wait(&fs->cond, &fs->lock);
+			tfs_cond_wait(&fs->cond, &fs->lock);
 		}
 		entry_put(fs, e);
 		if (!e->dirty || e->flushing || e->refs != refs)
@@ -359,7 +364,7 @@ int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch, enum
 void flush_batch_wait(struct fs *fs, struct flush_batch *batch)
 {
 	while (batch->inflight)
-		pthread_cond_wait(&fs->cond, &fs->lock);
+		tfs_cond_wait(&fs->cond, &fs->lock);
 }
 
 /* Start the write-back of IN's block I if it is dirty, once no write-back
@@ -370,6 +375,7 @@ void flush_batch_wait(struct fs *fs, struct flush_batch *batch)
  * (t_wbfail). Lock held (dropped while waiting). */
 int flush_block(struct fs *fs, struct inode *in, uint64_t i, struct flush_batch *batch)
 {
+	tfs_assert_held(&fs->lock);
 	struct blk *b = fs_blk(in, i);
 	struct centry *e = b ? b->ce : NULL;
 	if (!e || (!e->dirty && !e->flushing))
@@ -390,6 +396,7 @@ int flush_block(struct fs *fs, struct inode *in, uint64_t i, struct flush_batch 
 /* Write back IN's block I if dirty and wait for it. Lock held. */
 int flush_block_wait(struct fs *fs, struct inode *in, uint64_t i)
 {
+	tfs_assert_held(&fs->lock);
 	struct flush_batch batch = {.fs = fs};
 	int rc = flush_block(fs, in, i, &batch);
 	flush_batch_wait(fs, &batch);

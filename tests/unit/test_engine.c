@@ -126,9 +126,9 @@ static void *flusher_like(void *arg)
 	uint64_t sink = 0;
 	atomic_store(&g_started, 1);
 	while (!atomic_load(&g_done)) {
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		sink += engine_now(fs) + engine_stale_before(fs) + engine_cycle_len(fs);
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 	}
 	return (void *)(uintptr_t)(sink & 1);
 }
@@ -141,16 +141,16 @@ static void stop_while_read(void **state)
 		memset(&fs, 0, sizeof(fs));
 		fs.conf.learn = true;
 		fs.conf.prefetch_depth = 0; /* no prefetcher: the flusher alone reads */
-		assert_int_equal(pthread_mutex_init(&fs.lock, NULL), 0);
+		assert_int_equal(tfs_mutex_init(&fs.lock, "fs->lock", LOCK_FS), 0);
 		assert_int_equal(pthread_cond_init(&fs.cond, NULL), 0);
 		assert_int_equal(engine_init(&fs), 0);
 		assert_non_null(fs.eng.order);
 		/* A learned cycle, so that the reads go deep into the learner. */
-		pthread_mutex_lock(&fs.lock);
+		tfs_lock(&fs.lock);
 		for (int step = 0; step < 20; step++)
 			for (uint64_t b = 0; b < 64; b++)
 				engine_access(&fs, 1, b, false);
-		pthread_mutex_unlock(&fs.lock);
+		tfs_unlock(&fs.lock);
 		atomic_store(&g_started, 0);
 		atomic_store(&g_done, 0);
 		pthread_t t;
@@ -162,11 +162,11 @@ static void stop_while_read(void **state)
 		atomic_store(&g_done, 1);
 		assert_int_equal(pthread_join(t, NULL), 0);
 		/* Stopped, the engine still answers, with "nothing learned". */
-		pthread_mutex_lock(&fs.lock);
+		tfs_lock(&fs.lock);
 		assert_int_equal(engine_cycle_len(&fs), 0);
-		pthread_mutex_unlock(&fs.lock);
+		tfs_unlock(&fs.lock);
 		pthread_cond_destroy(&fs.cond);
-		pthread_mutex_destroy(&fs.lock);
+		tfs_mutex_destroy(&fs.lock);
 	}
 }
 
@@ -208,10 +208,10 @@ static void gap_position(void **state)
 	fs.conf.gap_plan = CONF_GAP_AUTO;
 	fs.conf.prefetch_depth = 0;
 	fs.ram = 0;
-	assert_int_equal(pthread_mutex_init(&fs.lock, NULL), 0);
+	assert_int_equal(tfs_mutex_init(&fs.lock, "fs->lock", LOCK_FS), 0);
 	assert_int_equal(pthread_cond_init(&fs.cond, NULL), 0);
 	assert_int_equal(engine_init(&fs), 0);
-	pthread_mutex_lock(&fs.lock);
+	tfs_lock(&fs.lock);
 	g_run = 0;
 	g_blk = 0;
 	for (int step = 0; step < 6; step++)
@@ -237,10 +237,10 @@ static void gap_position(void **state)
 	assert_false(engine_in_gap(&fs));
 	advance_to(&fs, 2, 17);
 	assert_false(engine_in_gap(&fs));
-	pthread_mutex_unlock(&fs.lock);
+	tfs_unlock(&fs.lock);
 	engine_stop(&fs);
 	pthread_cond_destroy(&fs.cond);
-	pthread_mutex_destroy(&fs.lock);
+	tfs_mutex_destroy(&fs.lock);
 }
 
 static void feed(struct fs *fs, int steps, uint64_t blocks)
@@ -258,11 +258,11 @@ static void learner_setup(struct fs *fs, uint64_t used)
 	fs->conf.learn = true;
 	fs->conf.prefetch_depth = 0;
 	fs->conf.ntiers = 1;
-	assert_int_equal(pthread_mutex_init(&fs->lock, NULL), 0);
+	assert_int_equal(tfs_mutex_init(&fs->lock, "fs->lock", LOCK_FS), 0);
 	assert_int_equal(pthread_cond_init(&fs->cond, NULL), 0);
 	g_used = used;
 	assert_int_equal(engine_init(fs), 0);
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 }
 
 /* The learner's size once the planner thread has grown it, if it was
@@ -308,7 +308,7 @@ static void learner_grows(void **state)
 	assert_int_equal(max_cycle_settled(&fs), 1u << 19);
 	fs.cache.nfreed = 0;
 	fs.cache.npinned = 0;
-	pthread_mutex_unlock(&fs.lock);
+	tfs_unlock(&fs.lock);
 	engine_stop(&fs);
 
 	/* A fixed size stays, however large the data. */
@@ -318,15 +318,15 @@ static void learner_grows(void **state)
 	fs.conf.learn_max_cycle = 4096;
 	g_used = 60000;
 	assert_int_equal(engine_init(&fs), 0);
-	pthread_mutex_lock(&fs.lock);
+	tfs_lock(&fs.lock);
 	feed(&fs, 10, 1000);
 	assert_int_equal(max_cycle_settled(&fs), 4096);
 	assert_true(fs.eng.learn_fit_done);
 	assert_true(fs.eng.learned); /* a step that fits is still learned */
-	pthread_mutex_unlock(&fs.lock);
+	tfs_unlock(&fs.lock);
 	engine_stop(&fs);
 	pthread_cond_destroy(&fs.cond);
-	pthread_mutex_destroy(&fs.lock);
+	tfs_mutex_destroy(&fs.lock);
 }
 
 /* One step of N keys forwards, the next backwards: the order repeats
@@ -360,11 +360,11 @@ static void learner_long_cycle(void **state)
 	assert_true(fs.eng.learned);
 	/* Two steps, less the repeat that collapses at each turn. */
 	assert_int_equal(engine_cycle_len(&fs), 139998);
-	pthread_mutex_unlock(&fs.lock);
+	tfs_unlock(&fs.lock);
 	engine_stop(&fs);
 
 	pthread_cond_destroy(&fs.cond);
-	pthread_mutex_destroy(&fs.lock);
+	tfs_mutex_destroy(&fs.lock);
 
 	/* A step that repeats within its length never makes it long. */
 	learner_setup(&fs, 30000);
@@ -372,10 +372,10 @@ static void learner_long_cycle(void **state)
 	assert_true(fs.eng.learned);
 	assert_false(fs.eng.learn_long);
 	assert_int_equal(max_cycle_settled(&fs), 1u << 17);
-	pthread_mutex_unlock(&fs.lock);
+	tfs_unlock(&fs.lock);
 	engine_stop(&fs);
 	pthread_cond_destroy(&fs.cond);
-	pthread_mutex_destroy(&fs.lock);
+	tfs_mutex_destroy(&fs.lock);
 }
 
 int main(void)

@@ -131,13 +131,13 @@ static struct inode *new_file(struct fs *fs, const char *name)
 	assert_int_equal(meta_dirent_put(t, META_ROOT_INO, name, ino), 0);
 	assert_int_equal(meta_txn_commit(t), 0);
 	struct inode *in;
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	int rc = fs_inode_get(fs, ino, &in);
 	/* Looked up, as the kernel holds a file it writes or pins: else a
 	 * commit's sweep may free the inode under the test. */
 	if (!rc)
 		in->nlookup++;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	assert_int_equal(rc, 0);
 	return in;
 }
@@ -188,9 +188,9 @@ static void pin_during_write(struct fix *f, struct inode *in, int tier)
 	assert_int_equal(pthread_create(&th, NULL, writer_main, &w), 0);
 	bool waiting = false;
 	for (int i = 0; i < 5000 && !waiting; i++) {
-		pthread_mutex_lock(&fs->lock);
+		tfs_lock(&fs->lock);
 		waiting = fs->cache.reclaim_waiters > 0;
-		pthread_mutex_unlock(&fs->lock);
+		tfs_unlock(&fs->lock);
 		if (!waiting)
 			nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
 	}
@@ -209,11 +209,11 @@ static void test_pin_to_ram_while_waiting(void **state)
 	struct inode *in = new_file(fs, "f");
 	fill_ram(f);
 	pin_during_write(f, in, fs->ram);
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct blk *b = fs_blk(in, 0);
 	bool cached = b && b->ce, pinned = cached && b->ce->pinned;
 	uint16_t tier = b ? b->tier : TIER_NONE;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	assert_true(cached);
 	assert_true(pinned);
 	/* No disk slot: the one chosen for the striped home went back. */
@@ -230,16 +230,16 @@ static void test_pin_from_ram_while_waiting(void **state)
 	int nvme0 = config_tier_index(&fs->conf, "nvme0");
 	assert_true(nvme0 >= 0);
 	pin_during_write(f, in, nvme0);
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	struct blk *b = fs_blk(in, 0);
 	bool pinned = b && b->ce && b->ce->pinned;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	assert_false(pinned);
 	/* And the write-back takes it to its new home. */
 	assert_int_equal(cache_flush_inode(fs, in, true), 0);
-	pthread_mutex_lock(&fs->lock);
+	tfs_lock(&fs->lock);
 	uint16_t tier = fs_blk(in, 0)->tier;
-	pthread_mutex_unlock(&fs->lock);
+	tfs_unlock(&fs->lock);
 	assert_int_equal(tier, nvme0);
 }
 
