@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "policy/config.h"
+#include "fs/config/config_load.h"
 
 static char tdir[256]; /* scratch: tier directories a, b, c and configs */
 static char cpath[PATH_MAX];
