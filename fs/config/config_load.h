@@ -9,8 +9,9 @@
  *   [tier NAME]    type = ram | posix, path, capacity, persistent, weight,
  *                  direct, queue_depth, slab_size, bandwidth[_read|_write],
  *                  max_bandwidth[_read|_write]
- *   [policy]       stripe, learn, prefetch_depth, learn_max_cycle, keep_plan,
- *                  gap_plan
+ *   [policy]       stripe, learn
+ *   [expert]       prefetch_depth, learn_max_cycle, keep_plan, gap_plan
+ *                  (still read in [policy], their old place, with a warning)
  *   [rule NAME]    match (glob on the path inside the mount), tier, persistent
  *
  * docs/config.md says what each key is for. Sizes take K/M/G/T suffixes
@@ -29,9 +30,18 @@
 
 /* Parse and validate PATH into *c (fully initialised with defaults first).
  * Returns 0, or -EINVAL (bad content) / -errno (cannot read) with a message
- * "PATH:LINE: key 'x': reason" in err. Not thread-safe: it sets inih's
+ * "PATH:LINE: key 'x': reason" in err. Warnings ("PATH:LINE: key 'x': ...",
+ * a key under a deprecated name) are printed to stderr as "tierfs: ..."
+ * lines, only when the file loads. Not thread-safe: it sets inih's
  * process-wide options; call it once, before any thread exists. */
 int config_load(const char *path, struct config *c, char *err, size_t errlen);
+
+/* A warning, one line without a newline, and the ARG given with it. */
+typedef void config_warn_fn(void *arg, const char *msg);
+
+/* config_load() that hands each warning to WARN instead. */
+int config_load_warn(const char *path, struct config *c, char *err, size_t errlen,
+		     config_warn_fn *warn, void *arg);
 
 /* Parse "64M", "1.5G", "4096" into bytes. Returns 0 or -EINVAL. */
 int config_parse_size(const char *s, uint64_t *out);

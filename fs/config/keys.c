@@ -33,8 +33,7 @@ const char *const config_tier_keys[TK_N] = {"type",
 					    "max_bandwidth",
 					    "max_bandwidth_read",
 					    "max_bandwidth_write"};
-static const char *const config_policy_keys[PK_N] = {
-    "stripe", "learn", "prefetch_depth", "learn_max_cycle", "keep_plan", "gap_plan"};
+static const char *const config_policy_keys[PK_N] = {"stripe", "learn"};
 static const char *const config_rule_keys[RK_N] = {"match", "tier", "persistent"};
 
 void config_set_defaults(struct config *c)
@@ -64,7 +63,7 @@ void config_set_defaults(struct config *c)
 	}
 }
 
-static int key_index(const char *const *keys, int n, const char *name)
+int config_key_index(const char *const *keys, int n, const char *name)
 {
 	for (int i = 0; i < n; i++)
 		if (!strcasecmp(keys[i], name))
@@ -76,7 +75,7 @@ static int key_index(const char *const *keys, int n, const char *name)
 static int key_begin(struct config_parse *p, const char *const *keys, int nkeys, int *klines,
 		     const char *name)
 {
-	int k = key_index(keys, nkeys, name);
+	int k = config_key_index(keys, nkeys, name);
 
 	if (k < 0) {
 		config_key_error(p, p->line, name, "unknown key in section [%s]", p->sect_name);
@@ -306,7 +305,11 @@ void config_key_tier(struct config_parse *p, const char *name, const char *v)
 void config_key_policy(struct config_parse *p, const char *name, const char *v)
 {
 	struct config *c = p->c;
-	uint64_t x;
+
+	if (config_key_index(config_expert_keys, XK_N, name) >= 0) {
+		config_key_moved(p, name, v);
+		return;
+	}
 	int k = key_begin(p, config_policy_keys, PK_N, p->pkline, name);
 
 	switch (k) {
@@ -317,40 +320,6 @@ void config_key_policy(struct config_parse *p, const char *name, const char *v)
 	case PK_LEARN:
 		if (config_parse_bool(v, &c->learn) < 0)
 			config_key_error(p, p->line, name, "'%s' is not yes or no", v);
-		break;
-	case PK_PREFETCH:
-		if (config_parse_uint(v, 0, 65536, &x) < 0)
-			config_key_error(p, p->line, name,
-					 "'%s' must be an integer from 0 to 65536", v);
-		else
-			c->prefetch_depth = (unsigned)x;
-		break;
-	case PK_KEEP_PLAN:
-		if (config_parse_bool(v, &c->keep_plan) < 0)
-			config_key_error(p, p->line, name, "'%s' is not yes or no", v);
-		break;
-	case PK_GAP_PLAN:
-		if (!strcasecmp(v, "auto")) {
-			c->gap_plan = CONF_GAP_AUTO;
-		} else {
-			bool on;
-			if (config_parse_bool(v, &on) < 0)
-				config_key_error(p, p->line, name, "'%s' is not yes, no or auto",
-						 v);
-			else
-				c->gap_plan = on ? CONF_GAP_YES : CONF_GAP_NO;
-		}
-		break;
-	case PK_MAX_CYCLE:
-		if (!strcasecmp(v, "auto"))
-			c->learn_max_cycle = 0;
-		else if (config_parse_uint(v, 1024, 1u << 30, &x) < 0)
-			config_key_error(p, p->line, name,
-					 "'%s' must be auto or an integer from 1024 to 1073741824 "
-					 "(block accesses)",
-					 v);
-		else
-			c->learn_max_cycle = x;
 		break;
 	default:
 		break;

@@ -121,21 +121,25 @@ static void section_begin(struct config_parse *p, char *name)
 
 	p->sect_line = p->line;
 	p->idx = -1;
-	if (!strcmp(name, "mount") || !strcmp(name, "policy")) {
-		bool mount = name[0] == 'm';
+	if (!strcmp(name, "mount") || !strcmp(name, "policy") || !strcmp(name, "expert")) {
+		enum sect_kind kind = name[0] == 'm'   ? S_MOUNT
+				      : name[0] == 'p' ? S_POLICY
+						       : S_EXPERT;
 		snprintf(p->sect_name, sizeof(p->sect_name), "%.*s", CONF_NAME_MAX, name);
 		if (*arg) {
 			config_sect_error(p, p->line, name, "takes no name (found '%s')", arg);
 			return;
 		}
-		int *seen = mount ? &p->mount_line : &p->policy_line;
+		int *seen = kind == S_MOUNT    ? &p->mount_line
+			    : kind == S_POLICY ? &p->policy_line
+					       : &p->expert_line;
 		if (*seen) {
 			config_sect_error(p, p->line, name, "given twice (first on line %d)",
 					  *seen);
 			return;
 		}
 		*seen = p->line;
-		p->sect = mount ? S_MOUNT : S_POLICY;
+		p->sect = kind;
 		return;
 	}
 	if (!strcmp(name, "tier")) {
@@ -199,7 +203,7 @@ static void section_begin(struct config_parse *p, char *name)
 		 *arg ? " " : "", CONF_NAME_MAX - 1, arg);
 	config_sect_error(
 	    p, p->line, p->sect_name,
-	    "unknown section (expected [mount], [tier NAME], [policy] or [rule NAME])");
+	    "unknown section (expected [mount], [tier NAME], [policy], [expert] or [rule NAME])");
 	p->sect = S_UNKNOWN;
 }
 
@@ -296,6 +300,9 @@ static int handler(void *user, const char *section, const char *name, const char
 	case S_POLICY:
 		config_key_policy(p, name, value);
 		break;
+	case S_EXPERT:
+		config_key_expert(p, name, value);
+		break;
 	case S_RULE:
 		config_key_rule(p, name, value);
 		break;
@@ -364,7 +371,8 @@ static int read_file(const char *path, char **buf, size_t *len)
 	return 0;
 }
 
-int config_load(const char *path, struct config *c, char *err, size_t errlen)
+int config_load_warn(const char *path, struct config *c, char *err, size_t errlen,
+		     config_warn_fn *warn, void *arg)
 {
 	struct config_parse *p;
 	char *buf = NULL;
@@ -430,8 +438,22 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 	if (!p->failed)
 		config_finish_rules(p);
 
+	/* Warnings only for a file that loads: a bad one gets its error alone. */
+	if (!p->failed)
+		config_warn_moved(p, warn, arg);
 	rc = p->failed ? -EINVAL : 0;
 	free(p);
 	free(buf);
 	return rc;
+}
+
+static void warn_stderr(void *arg, const char *msg)
+{
+	(void)arg;
+	fprintf(stderr, "tierfs: %s\n", msg);
+}
+
+int config_load(const char *path, struct config *c, char *err, size_t errlen)
+{
+	return config_load_warn(path, c, err, errlen, warn_stderr, NULL);
 }

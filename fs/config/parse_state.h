@@ -7,6 +7,7 @@
  *
  *   parse.c     reads the file, counts lines, sees sections, hands keys on
  *   keys.c      the keys of each section: names, defaults, values
+ *   expert.c    the [expert] keys, and their old names in [policy]
  *   values.c    sizes, bandwidths, booleans, integers, seconds
  *   validate.c  checks that need the whole file, and defaults that depend
  *               on other sections
@@ -20,6 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fs/config/config_load.h"
 #include "policy/config.h"
 
 #define KIB 1024ULL
@@ -31,7 +33,7 @@
 
 #define META_DIRNAME ".tierfs-meta"
 
-enum sect_kind { S_NONE, S_MOUNT, S_TIER, S_POLICY, S_RULE, S_UNKNOWN };
+enum sect_kind { S_NONE, S_MOUNT, S_TIER, S_POLICY, S_EXPERT, S_RULE, S_UNKNOWN };
 
 enum mount_key {
 	MK_BLOCK_SIZE,
@@ -66,7 +68,13 @@ enum tier_key {
 /* Key names, in enum tier_key order: messages about a tier key name it. */
 extern const char *const config_tier_keys[TK_N];
 
-enum policy_key { PK_STRIPE, PK_LEARN, PK_PREFETCH, PK_MAX_CYCLE, PK_KEEP_PLAN, PK_GAP_PLAN, PK_N };
+enum policy_key { PK_STRIPE, PK_LEARN, PK_N };
+
+/* [expert]: knobs of the mechanisms behind the policy, which only someone
+ * tuning the learner or the cache touches. They were [policy] keys once,
+ * and are still read there, with a warning. */
+enum expert_key { XK_PREFETCH, XK_MAX_CYCLE, XK_KEEP_PLAN, XK_GAP_PLAN, XK_N };
+extern const char *const config_expert_keys[XK_N];
 
 enum rule_key { RK_MATCH, RK_TIER, RK_PERSISTENT, RK_N };
 
@@ -96,12 +104,19 @@ struct config_parse {
 	int sect_line;
 	int idx; /* current tier or rule */
 
-	int mount_line, policy_line;
+	int mount_line, policy_line, expert_line;
 	int mkline[MK_N];
 	int pkline[PK_N];
+	int xkline[XK_N];
+	bool xmoved[XK_N]; /* given under its old name in [policy] */
 	char stripe[CONF_LINE_MAX];
 	struct config_tier_extra tx[CONF_MAX_TIERS];
 	struct config_rule_extra rx[CONF_MAX_RULES];
+
+	/* Keys read under their old place, to say so once the file loads:
+	 * indexes into xkline, in file order. */
+	int nmoved;
+	int moved[XK_N];
 
 	char *err;
 	size_t errlen;
@@ -119,11 +134,20 @@ void __attribute__((format(printf, 3, 4)))
 config_line_error(struct config_parse *p, int line, const char *fmt, ...);
 
 /* keys.c: reset *C to every key's default; take one key of the current
- * section (P->line is its line). */
+ * section (P->line is its line); the index of NAME in KEYS (any case), or
+ * -1. */
 void config_set_defaults(struct config *c);
+int config_key_index(const char *const *keys, int n, const char *name);
 void config_key_mount(struct config_parse *p, const char *name, const char *v);
 void config_key_tier(struct config_parse *p, const char *name, const char *v);
 void config_key_policy(struct config_parse *p, const char *name, const char *v);
+
+/* expert.c: take a key of [expert]; take one of its keys given under its
+ * old name in [policy] (the same, and remembered for the warning); pass a
+ * warning for each such key to WARN (ARG), in file order. */
+void config_key_expert(struct config_parse *p, const char *name, const char *v);
+void config_key_moved(struct config_parse *p, const char *name, const char *v);
+void config_warn_moved(const struct config_parse *p, config_warn_fn *warn, void *arg);
 void config_key_rule(struct config_parse *p, const char *name, const char *v);
 
 /* values.c: plain decimal integer in [lo, hi], no sign, no suffix (-EINVAL,
