@@ -79,11 +79,13 @@ struct config {
 	int nstripe;
 	int stripe[CONF_MAX_TIERS]; /* tier indexes; default: every persistent posix tier */
 	bool learn;		    /* learn the access order, default yes */
-	unsigned prefetch_depth;    /* blocks ahead, default 64 */
-	uint64_t learn_max_cycle;   /* longest step learned, in block accesses;
-				       0 = auto, sized by the data (fs/engine.c) */
-	bool keep_plan;		    /* plan which blocks stay in RAM across a learned
-				       step (policy/keepplan.h), default yes */
+
+	/* [expert] (also read in [policy], their old place) */
+	unsigned prefetch_depth;  /* blocks ahead, default 64 */
+	uint64_t learn_max_cycle; /* longest step learned, in block accesses;
+				     0 = auto, sized by the data (fs/engine.c) */
+	bool keep_plan;		  /* plan which blocks stay in RAM across a learned
+				     step (policy/keepplan.h), default yes */
 	/* put the disks' idle time between steps to work (fs/cache.c "Idle
 	 * disk"), default auto */
 	enum conf_gap_plan gap_plan;
