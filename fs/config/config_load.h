@@ -39,7 +39,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen);
 /* A warning, one line without a newline, and the ARG given with it. */
 typedef void config_warn_fn(void *arg, const char *msg);
 
-/* config_load() that hands each warning to WARN instead. */
+/* config_load() that hands each warning to WARN instead (NULL: none). */
 int config_load_warn(const char *path, struct config *c, char *err, size_t errlen,
 		     config_warn_fn *warn, void *arg);
 

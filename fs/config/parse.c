@@ -439,7 +439,7 @@ int config_load_warn(const char *path, struct config *c, char *err, size_t errle
 		config_finish_rules(p);
 
 	/* Warnings only for a file that loads: a bad one gets its error alone. */
-	if (!p->failed)
+	if (!p->failed && warn)
 		config_warn_moved(p, warn, arg);
 	rc = p->failed ? -EINVAL : 0;
 	free(p);
