@@ -361,7 +361,7 @@ static void learner_fit(struct fs *fs)
 		TFS_LOG("order learner: the files hold %llu blocks; a step that reads and "
 			"writes them all takes about %llu block accesses, more than the "
 			"learner holds (%zu, %s): such a step is not learned, and the cache "
-			"runs it as LRU; learn_max_cycle = %llu in [policy] would hold it "
+			"runs it as LRU; learn_max_cycle = %llu in [expert] would hold it "
 			"(about %llu MiB)",
 			(unsigned long long)need_blocks(fs, need), (unsigned long long)need, have,
 			fs->conf.learn_max_cycle ? "learn_max_cycle" : "the most auto takes",

@@ -19,6 +19,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "fs/config/config_load.h"
 #include "fs/fs.h"
 #include "fs/loop.h"
 

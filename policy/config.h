@@ -1,19 +1,8 @@
 /*
- * policy/config.h — the tierfs config file (INI, parsed with inih).
- *
- *   [mount]        block_size, metadata, sync_on_close, allow_other, threads,
- *                  dirty_ratio, flush_interval, commit_interval,
- *                  writeback_timeout
- *   [tier NAME]    type = ram | posix, path, capacity, persistent, weight,
- *                  direct, queue_depth, slab_size, bandwidth[_read|_write],
- *                  max_bandwidth[_read|_write]
- *   [policy]       stripe, learn, prefetch_depth, learn_max_cycle, keep_plan,
- *                  gap_plan
- *   [rule NAME]    match (glob on the path inside the mount), tier, persistent
- *
- * Sizes take K/M/G/T suffixes (powers of 1024); bandwidths are SIZE/s.
- * Every error is reported as "CONFIG:LINE: key 'x': reason" (or
- * "CONFIG:LINE: section [x]: reason") so the user can go straight to it.
+ * policy/config.h — the settings tierfs runs with (struct config): the
+ * mount's options, the tiers, the placement policy and the rules, as
+ * fs/config/ reads them from the config file (fs/config/config_load.h)
+ * with every default filled in. docs/config.md says what each is for.
  */
 #ifndef TIERFS_CONFIG_H
 #define TIERFS_CONFIG_H
@@ -89,12 +78,14 @@ struct config {
 	/* [policy] */
 	int nstripe;
 	int stripe[CONF_MAX_TIERS]; /* tier indexes; default: every persistent posix tier */
-	bool learn;		    /* learn the access order (issue 3), default yes */
-	unsigned prefetch_depth;    /* blocks ahead, default 64 */
-	uint64_t learn_max_cycle;   /* longest step learned, in block accesses;
-				       0 = auto, sized by the data (fs/engine.c) */
-	bool keep_plan;		    /* plan which blocks stay in RAM across a learned
-				       step (policy/keepplan.h), default yes */
+	bool learn;		    /* learn the access order, default yes */
+
+	/* [expert] (also read in [policy], their old place) */
+	unsigned prefetch_depth;  /* blocks ahead, default 64 */
+	uint64_t learn_max_cycle; /* longest step learned, in block accesses;
+				     0 = auto, sized by the data (fs/engine.c) */
+	bool keep_plan;		  /* plan which blocks stay in RAM across a learned
+				     step (policy/keepplan.h), default yes */
 	/* put the disks' idle time between steps to work (fs/cache.c "Idle
 	 * disk"), default auto */
 	enum conf_gap_plan gap_plan;
@@ -103,18 +94,6 @@ struct config {
 	int nrules;
 	struct conf_rule rules[CONF_MAX_RULES];
 };
-
-/* Parse and validate PATH into *c (fully initialised with defaults first).
- * Returns 0, or -EINVAL (bad content) / -errno (cannot read) with a message
- * "PATH:LINE: key 'x': reason" in err. */
-int config_load(const char *path, struct config *c, char *err, size_t errlen);
-
-/* Parse "64M", "1.5G", "4096" into bytes. Returns 0 or -EINVAL. */
-int config_parse_size(const char *s, uint64_t *out);
-/* Parse "2G/s" or "500M/s" into bytes per second. Returns 0 or -EINVAL. */
-int config_parse_bandwidth(const char *s, uint64_t *out);
-/* Parse yes/no/true/false/on/off/1/0. Returns 0 or -EINVAL. */
-int config_parse_bool(const char *s, bool *out);
 
 /* Index of the tier named NAME, or -1. */
 int config_tier_index(const struct config *c, const char *name);

@@ -287,4 +287,16 @@ check "the first daemon unmounts clean" umount_fs
 check "once it is gone, the second daemon mounts" mount_fs "$T/share2.conf"
 check "and unmounts clean" umount_fs
 
+# A key under its old name ([policy] gap_plan, now an [expert] key) is no
+# error: the mount goes on as before, with one warning line that names the
+# file, the line and the key's new place.
+sed "s|^\[tier ram\]|[policy]\ngap_plan = no\n&|" "$T/good.conf" >"$T/moved.conf"
+: >"$T/daemon.log"
+check "a key under its old name: mounts" mount_fs "$T/moved.conf"
+check "a key under its old name: one warning line" test "$(grep -cF \
+	"tierfs: $T/moved.conf:2: key 'gap_plan': deprecated in [policy], read as [expert] gap_plan" \
+	"$T/daemon.log")" -eq 1
+check "a key under its old name: it takes effect" grep -qE '^order .* gap_plan=no ' "$MNT/.tierfs/stats"
+check "a key under its old name: unmounts clean" umount_fs
+
 tap_exit

@@ -51,6 +51,6 @@ sed 's/^stripe = nvme0$/stripe = nvme0\nlearn_max_cycle = 4096/' "$T/c.conf" >"$
 mount_fs "$T/fixed.conf" || { fail "mount (fixed)"; tap_exit; exit 1; }
 check "a fixed size stays" test "$(stat_field order max_cycle)" = 4096
 check "the log names the size that would hold the step" \
-	grep -q "more than the learner holds (4096, learn_max_cycle).*learn_max_cycle = 7[0-9]* in \[policy\] would hold it" "$T/daemon.log"
+	grep -q "more than the learner holds (4096, learn_max_cycle).*learn_max_cycle = 7[0-9]* in \[expert\] would hold it" "$T/daemon.log"
 check "unmount (3)" umount_fs
 tap_exit

@@ -1,7 +1,9 @@
 /*
  * tests/unit/test_config.c — config_load(): every key, the defaults, the
  * implicit ram tier, value parsers, the example configs in scripts/conf/,
- * and bad files, each checked for the exact "FILE:LINE: key 'x'" prefix.
+ * the [expert] keys under their old names in [policy] (same effect, one
+ * warning each), and bad files, each checked for the exact
+ * "FILE:LINE: key 'x'" prefix.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -18,12 +20,30 @@
 
 #include <cmocka.h>
 
-#include "policy/config.h"
+#include "fs/config/config_load.h"
 
 static char tdir[256]; /* scratch: tier directories a, b, c and configs */
 static char cpath[PATH_MAX];
 static char err[1024];
 static struct config cfg;
+/* The warnings of the last load, one line each. */
+static char warns[8][PATH_MAX + 256];
+static int nwarn;
+
+static void warn_keep(void *arg, const char *msg)
+{
+	(void)arg;
+	if (nwarn < (int)(sizeof(warns) / sizeof(warns[0])))
+		snprintf(warns[nwarn], sizeof(warns[0]), "%s", msg);
+	nwarn++;
+}
+
+static int load_file(const char *path)
+{
+	memset(err, 0, sizeof(err));
+	nwarn = 0;
+	return config_load_warn(path, &cfg, err, sizeof(err), warn_keep, NULL);
+}
 
 /* Write TEXT, with every "@D@" replaced by the scratch dir, to a config. */
 static void write_conf(const char *text)
@@ -47,8 +67,7 @@ static void write_conf(const char *text)
 static int load(const char *text)
 {
 	write_conf(text);
-	memset(err, 0, sizeof(err));
-	return config_load(cpath, &cfg, err, sizeof(err));
+	return load_file(cpath);
 }
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
@@ -86,6 +105,9 @@ static int teardown(void **state)
 }
 
 /* ---- good files ------------------------------------------------------ */
+
+/* A posix tier on lines 1-3, the ram tier implicit. */
+#define POSIX_A "[tier a]\ntype = posix\npath = @D@/a\n"
 
 static void test_all_keys(void **state)
 {
@@ -132,6 +154,7 @@ static void test_all_keys(void **state)
 		      "[policy]\n"
 		      "stripe = pfs, nvme0\n"
 		      "learn = no\n"
+		      "[expert]\n"
 		      "prefetch_depth = 0\n"
 		      "learn_max_cycle = 2097152\n"
 		      "keep_plan = no\n"
@@ -145,6 +168,7 @@ static void test_all_keys(void **state)
 		      "tier = nvme0\n");
 	assert_int_equal(rc, 0);
 	assert_string_equal(err, "");
+	assert_int_equal(nwarn, 0);
 	assert_int_equal(cfg.block_size, 4 << 20);
 	assert_string_equal(cfg.metadata, "/var/lib/tierfs-meta");
 	assert_true(cfg.sync_on_close);
@@ -207,7 +231,7 @@ static void test_all_keys(void **state)
 	assert_string_equal(cfg.rules[0].match, "*_gradient_*.tensor.swp");
 	assert_int_equal(cfg.rules[0].tier, 1);
 	assert_false(cfg.rules[0].persistent);
-	assert_int_equal(cfg.rules[0].line, 47);
+	assert_int_equal(cfg.rules[0].line, 48);
 	assert_int_equal(cfg.rules[1].tier, 0);
 	assert_true(cfg.rules[1].persistent);
 }
@@ -271,18 +295,22 @@ static void test_ram_only(void **state)
 	assert_false(cfg.tiers[0].implicit);
 }
 
-/* gap_plan's three values, in any case. */
-/* A RAM-only config whose [policy] section sets KEY = VALUE, loaded. */
-static int load_policy(const char *key, const char *value)
+/* A RAM-only config whose SECTION sets KEY = VALUE (line 7), loaded. */
+static int load_key(const char *section, const char *key, const char *value)
 {
 	char text[256];
 	snprintf(text, sizeof(text),
 		 "[mount]\nmetadata = @D@/meta\n[tier m]\ntype = ram\ncapacity = "
-		 "64M\n[policy]\n%s = %s\n",
-		 key, value);
+		 "64M\n[%s]\n%s = %s\n",
+		 section, key, value);
 	return load(text);
 }
 
+/* The sections an [expert] key loads from: its own, and its old place
+ * (with a warning). */
+static const char *const expert_homes[] = {"expert", "policy"};
+
+/* gap_plan's three values, in any case. */
 static void test_gap_plan_values(void **state)
 {
 	(void)state;
@@ -294,9 +322,12 @@ static void test_gap_plan_values(void **state)
 		     {"auto", CONF_GAP_AUTO},
 		     {"AUTO", CONF_GAP_AUTO},
 		     {"off", CONF_GAP_NO}};
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		assert_int_equal(load_policy("gap_plan", cases[i].v), 0);
-		assert_int_equal(cfg.gap_plan, cases[i].want);
+	for (size_t h = 0; h < 2; h++) {
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			assert_int_equal(load_key(expert_homes[h], "gap_plan", cases[i].v), 0);
+			assert_int_equal(cfg.gap_plan, cases[i].want);
+			assert_int_equal(nwarn, (int)h);
+		}
 	}
 }
 
@@ -307,10 +338,81 @@ static void test_learn_max_cycle_values(void **state)
 		const char *v;
 		uint64_t want;
 	} cases[] = {{"auto", 0}, {"AUTO", 0}, {"1024", 1024}, {"4194304", 4194304}};
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		assert_int_equal(load_policy("learn_max_cycle", cases[i].v), 0);
-		assert_int_equal(cfg.learn_max_cycle, cases[i].want);
+	for (size_t h = 0; h < 2; h++) {
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			assert_int_equal(load_key(expert_homes[h], "learn_max_cycle", cases[i].v),
+					 0);
+			assert_int_equal(cfg.learn_max_cycle, cases[i].want);
+			assert_int_equal(nwarn, (int)h);
+		}
 	}
+}
+
+/* The [expert] keys under their old names in [policy]: the same settings
+ * as in [expert], and one warning each, in file order, naming the file,
+ * the line, the key and its new place. */
+static void test_moved_keys(void **state)
+{
+	(void)state;
+	static const char *const keys = "prefetch_depth = 7\n"
+					"learn_max_cycle = 4096\n"
+					"keep_plan = no\n"
+					"gap_plan = no\n";
+	static const char *const names[] = {"prefetch_depth", "learn_max_cycle", "keep_plan",
+					    "gap_plan"};
+	char text[512];
+	struct config want;
+
+	snprintf(text, sizeof(text), POSIX_A "[policy]\nlearn = no\n[expert]\n%s", keys);
+	assert_int_equal(load(text), 0);
+	assert_int_equal(nwarn, 0);
+	want = cfg;
+	assert_int_equal(want.prefetch_depth, 7);
+	assert_int_equal(want.learn_max_cycle, 4096);
+	assert_false(want.keep_plan);
+	assert_int_equal(want.gap_plan, CONF_GAP_NO);
+
+	/* Old names, with [policy]'s own keys around them. */
+	snprintf(text, sizeof(text), POSIX_A "[policy]\nlearn = no\n%sstripe = a\n", keys);
+	assert_int_equal(load(text), 0);
+	assert_int_equal(cfg.prefetch_depth, want.prefetch_depth);
+	assert_int_equal(cfg.learn_max_cycle, want.learn_max_cycle);
+	assert_int_equal(cfg.keep_plan, want.keep_plan);
+	assert_int_equal(cfg.gap_plan, want.gap_plan);
+	assert_int_equal(cfg.learn, want.learn);
+	assert_int_equal(cfg.nstripe, 1);
+	assert_int_equal(nwarn, 4);
+	for (int i = 0; i < 4; i++) {
+		char prefix[PATH_MAX + 64], place[64];
+		snprintf(prefix, sizeof(prefix), "%s:%d: key '%s': ", cpath, 6 + i, names[i]);
+		snprintf(place, sizeof(place), "[expert] %s", names[i]);
+		if (strncmp(warns[i], prefix, strlen(prefix)) || !strstr(warns[i], "[policy]") ||
+		    !strstr(warns[i], place) || strchr(warns[i], '\n'))
+			fail_msg("warning '%s': want one line '%s...', naming [policy] and '%s'",
+				 warns[i], prefix, place);
+	}
+
+	/* Mixed: the old name of one key beside [expert] with another. */
+	assert_int_equal(load(POSIX_A "[expert]\ngap_plan = yes\n[policy]\nkeep_plan = no\n"), 0);
+	assert_int_equal(cfg.gap_plan, CONF_GAP_YES);
+	assert_false(cfg.keep_plan);
+	assert_int_equal(nwarn, 1);
+	assert_non_null(strstr(warns[0], ":7: key 'keep_plan': "));
+
+	/* Keys are matched in any case, old names too. */
+	assert_int_equal(load(POSIX_A "[policy]\nGap_Plan = yes\n"), 0);
+	assert_int_equal(cfg.gap_plan, CONF_GAP_YES);
+	assert_int_equal(nwarn, 1);
+
+	/* A file that fails gets its error alone. */
+	assert_int_equal(load(POSIX_A "[policy]\ngap_plan = yes\nthreads = 2\n"), -EINVAL);
+	assert_int_equal(nwarn, 0);
+
+	/* config_load() itself prints them (to stderr) and loads the same. */
+	assert_int_equal(config_load(cpath, &cfg, err, sizeof(err)), -EINVAL);
+	write_conf(POSIX_A "[policy]\ngap_plan = yes\n");
+	assert_int_equal(config_load(cpath, &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.gap_plan, CONF_GAP_YES);
 }
 
 /* Comments, indentation, CRLF, inline ';' comments, a long path line: the
@@ -354,7 +456,7 @@ static void test_cannot_read(void **state)
 	(void)state;
 	char p[PATH_MAX + 32];
 	snprintf(p, sizeof(p), "%s/missing.conf", tdir);
-	assert_int_equal(config_load(p, &cfg, err, sizeof(err)), -ENOENT);
+	assert_int_equal(load_file(p), -ENOENT);
 	char want[PATH_MAX + 64];
 	snprintf(want, sizeof(want), "%s: cannot read: %s", p, strerror(ENOENT));
 	assert_string_equal(err, want);
@@ -518,8 +620,11 @@ static void load_example(const char *name)
 	fclose(f);
 	assert_int_equal(fclose(o), 0);
 	assert_true(rewritten > 0);
-	if (config_load(cpath, &cfg, err, sizeof(err)) != 0)
+	if (load_file(cpath) != 0)
 		fail_msg("%s: %s", name, err);
+	/* The examples show each key in its place. */
+	if (nwarn)
+		fail_msg("%s: %d warnings, the first '%s'", name, nwarn, warns[0]);
 }
 
 static void test_example_deepspeed(void **state)
@@ -560,8 +665,6 @@ struct bad {
 	const char *what;   /* "key 'x'" or "section [x]" or "" */
 	const char *reason; /* substring of the message after the prefix */
 };
-
-#define POSIX_A "[tier a]\ntype = posix\npath = @D@/a\n"
 
 static const struct bad bads[] = {
     {"[mount]\nblock_size = 1M\nbogus = 1\n", 3, "key 'bogus'", "unknown key"},
@@ -608,6 +711,24 @@ static const struct bad bads[] = {
     {POSIX_A "[policy]\nlearn_max_cycle = big\n", 5, "key 'learn_max_cycle'", "must be auto or"},
     {POSIX_A "[policy]\nkeep_plan = some\n", 5, "key 'keep_plan'", "'some' is not yes or no"},
     {POSIX_A "[policy]\ngap_plan = 2\n", 5, "key 'gap_plan'", "'2' is not yes, no or auto"},
+    {POSIX_A "[expert]\nprefetch_depth = 65537\n", 5, "key 'prefetch_depth'", "0 to 65536"},
+    {POSIX_A "[expert]\nlearn_max_cycle = 1000\n", 5, "key 'learn_max_cycle'", "1024 to"},
+    {POSIX_A "[expert]\nlearn_max_cycle = big\n", 5, "key 'learn_max_cycle'", "must be auto or"},
+    {POSIX_A "[expert]\nkeep_plan = some\n", 5, "key 'keep_plan'", "'some' is not yes or no"},
+    {POSIX_A "[expert]\n\ngap_plan = 2\n", 6, "key 'gap_plan'", "'2' is not yes, no or auto"},
+    {POSIX_A "[expert]\nstripe = a\n", 5, "key 'stripe'", "unknown key in section [expert]"},
+    {POSIX_A "[expert]\nlearn = no\n", 5, "key 'learn'", "unknown key in section [expert]"},
+    {POSIX_A "[expert]\ngap_plan = no\nGAP_PLAN = no\n", 6, "key 'GAP_PLAN'",
+     "given twice in section [expert] (first on line 5)"},
+    {POSIX_A "[policy]\ngap_plan = no\ngap_plan = no\n", 6, "key 'gap_plan'",
+     "given twice in section [policy] (first on line 5)"},
+    {POSIX_A "[policy]\nkeep_plan = no\n[expert]\nkeep_plan = no\n", 7, "key 'keep_plan'",
+     "given twice (first on line 5, in [policy])"},
+    {POSIX_A "[expert]\nkeep_plan = no\n[policy]\nkeep_plan = yes\n", 7, "key 'keep_plan'",
+     "given twice (first on line 5, in [expert])"},
+    {POSIX_A "[expert]\n[expert]\n", 5, "section [expert]", "given twice"},
+    {POSIX_A "[expert x]\n", 4, "section [expert]", "takes no name"},
+    {POSIX_A "[experts]\n", 4, "section [experts]", "[expert]"},
     {POSIX_A "just some words\n", 4, "", "syntax error"},
     {"type = posix\n", 1, "key 'type'", "outside any section"},
     {"[tier x]\npath = @D@/a\n", 1, "section [tier x]", "missing required key 'type'"},
@@ -665,6 +786,7 @@ int main(void)
 	T(test_ram_only);
 	T(test_gap_plan_values);
 	T(test_learn_max_cycle_values);
+	T(test_moved_keys);
 	T(test_syntax_and_line_numbers);
 	T(test_cannot_read);
 	T(test_parse_size);

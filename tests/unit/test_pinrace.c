@@ -22,7 +22,7 @@
 
 #include "fs/fs.h"
 #include "fs/meta.h"
-#include "policy/config.h"
+#include "fs/config/config_load.h"
 
 #include <errno.h>
 #include <ftw.h>
