@@ -63,6 +63,8 @@ static void test_work(void **state)
 	assert_false(gapmode_idle_done(false, true, 0));
 	assert_false(gapmode_idle_done(false, false, 1));
 	/* before the tiers have rates, no work is known */
+	assert_int_equal(gapmode_work_ns(-1, 2, 100, 1000), 0);
+	assert_int_equal(gapmode_work_ns(1, -2, 100, 1000), 0);
 	assert_int_equal(gapmode_work_ns(0, 2, 100, 1000), 0);
 	assert_int_equal(gapmode_work_ns(1, 0, 100, 1000), 0);
 	/* 100 blocks of 1000 bytes read at 1 B/ns and written at 2 B/ns */
@@ -234,6 +236,10 @@ static void test_seen(void **state)
 	gapmode_seen(&g, T0 + MS(960), 41, MAX, 0, 0, 0);
 	assert_int_equal(g.seen_ns, MS(80));
 	assert_int_equal(g.seen_clock, 40);
+	/* a longer stretch whose idle time only equals the longest: no news */
+	gapmode_seen(&g, T0 + MS(1200), 42, MS(80), 0, 0, 0);
+	assert_int_equal(g.seen_ns, MS(80));
+	assert_int_equal(g.seen_clock, 40);
 }
 
 static void test_seen_commit(void **state)
@@ -254,6 +260,14 @@ static void test_seen_commit(void **state)
 	struct gapmode m = {.req_ns = T0, .measured = true};
 	gapmode_seen(&m, T0 + MS(500), 10, MS(5), 0, T0 + MS(100), T0 + MS(501));
 	assert_int_equal(m.seen_ns, MS(5));
+	/* the bounds: a commit from the stretch's start to its end, or of no
+	 * time at all, is in it */
+	struct gapmode b = {.req_ns = T0, .measured = true};
+	gapmode_seen(&b, T0 + MS(500), 10, MS(5), 0, T0, T0 + MS(500));
+	assert_int_equal(b.seen_ns, MS(500));
+	struct gapmode z = {.req_ns = T0, .measured = true};
+	gapmode_seen(&z, T0 + MS(500), 10, MS(5), 0, T0 + MS(300), T0 + MS(300));
+	assert_int_equal(z.seen_ns, MS(200));
 }
 
 static void test_seen_window(void **state)

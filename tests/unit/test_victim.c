@@ -57,6 +57,7 @@ static void test_next_read(void **state)
 	/* gap mode: a dead block the tail plan keeps ranks by its write */
 	assert_int_equal(victim_next_read(MAX, 300, KEEPPLAN_KEEP, true, stale), 300);
 	assert_int_equal(victim_next_read(MAX, 300, KEEPPLAN_DROP, true, stale), MAX);
+	assert_int_equal(victim_next_read(MAX, 300, KEEPPLAN_NONE, true, stale), MAX);
 	assert_int_equal(victim_next_read(MAX, MAX, KEEPPLAN_KEEP, true, stale), MAX);
 	/* ... and that write is stale like any prediction */
 	assert_int_equal(victim_next_read(MAX, 50, KEEPPLAN_KEEP, true, stale), MAX - 1);

@@ -66,6 +66,9 @@ static void test_keep_until_plan(void **state)
 			 MAX);
 	assert_int_equal(wbhorizon_keep_until(50, 50, KEEPPLAN_DROP, true, false, false, stale),
 			 MAX - 1);
+	assert_int_equal(
+	    wbhorizon_keep_until(MAX - 1, MAX - 1, KEEPPLAN_DROP, true, false, false, stale),
+	    MAX - 1);
 	/* gap mode: a dirty block the tail plan drops is due at once ... */
 	assert_int_equal(wbhorizon_keep_until(300, 300, KEEPPLAN_DROP, true, false, true, stale),
 			 MAX - 1);
@@ -135,6 +138,10 @@ static void test_horizon_of(void **state)
 	memcpy(c, k, sizeof(k));
 	assert_int_equal(wbhorizon_of(c, 7, 6), MAX - 1);
 	assert_int_equal(wbhorizon_of(c, 0, 1), MAX);
+	/* all fit: MAX, not the largest keep time */
+	uint64_t few[] = {5, 9, 7};
+	assert_int_equal(wbhorizon_of(few, 3, 3), MAX);
+	assert_int_equal(wbhorizon_of(few, 3, 2), 7);
 }
 
 static void test_due(void **state)
