@@ -98,6 +98,12 @@ bool gapmode_holds(const struct gapmode *g, uint64_t clock, uint64_t cycle_len)
 	return g->ok_clock && clock + 1 - g->ok_clock <= cycle_len / 4 * 5;
 }
 
+void gapmode_plan_dropped(struct gapmode *g)
+{
+	g->on = false;
+	g->demand_ns = g->from_ns = 0; /* no stretch spans two plans */
+}
+
 bool gapmode_set(struct gapmode *g, bool on, uint64_t now)
 {
 	if (on == g->on)

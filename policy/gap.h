@@ -155,6 +155,10 @@ bool gapmode_judge(struct gapmode *g, uint64_t clock, uint64_t quiet, uint64_t f
  * and a quarter. */
 bool gapmode_holds(const struct gapmode *g, uint64_t clock, uint64_t cycle_len);
 
+/* The plans were dropped (a cycle lost or relearned): gap mode goes off
+ * without a replan (there is no plan), and no stretch spans two plans. */
+void gapmode_plan_dropped(struct gapmode *g);
+
 /* Turn gap mode ON or off at NOW. Returns whether it changed: the cache
  * then replans its entries. */
 bool gapmode_set(struct gapmode *g, bool on, uint64_t now);

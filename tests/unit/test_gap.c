@@ -186,6 +186,28 @@ static void test_holds_and_set(void **state)
 	assert_false(gapmode_set(&g, false, T0 + 10));
 }
 
+static void test_plan_dropped(void **state)
+{
+	(void)state;
+	struct gapmode g = {.on = true,
+			    .on_ns = T0,
+			    .demand_ns = T0 + 1,
+			    .from_ns = T0 + 2,
+			    .ok_clock = 5,
+			    .short_ns = MS(300),
+			    .seen_ns = MS(80)};
+	gapmode_plan_dropped(&g);
+	assert_false(g.on);
+	assert_int_equal(g.demand_ns, 0);
+	assert_int_equal(g.from_ns, 0);
+	assert_int_equal(gapmode_idle_known(&g, true, true), 0);
+	/* what the stretches taught stays */
+	assert_int_equal(g.ok_clock, 5);
+	assert_int_equal(g.short_ns, MS(300));
+	assert_int_equal(g.seen_ns, MS(80));
+	assert_int_equal(g.on_ns, T0);
+}
+
 static void test_progress(void **state)
 {
 	(void)state;
@@ -320,13 +342,13 @@ static void test_commit_fits(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_idle_after),	cmocka_unit_test(test_disk_idle),
-	    cmocka_unit_test(test_work),	cmocka_unit_test(test_stretch_ended),
-	    cmocka_unit_test(test_judge_done),	cmocka_unit_test(test_judge_unjudged),
-	    cmocka_unit_test(test_judge_short), cmocka_unit_test(test_holds_and_set),
-	    cmocka_unit_test(test_progress),	cmocka_unit_test(test_seen),
-	    cmocka_unit_test(test_seen_commit), cmocka_unit_test(test_seen_window),
-	    cmocka_unit_test(test_commit_fits),
+	    cmocka_unit_test(test_idle_after),	 cmocka_unit_test(test_disk_idle),
+	    cmocka_unit_test(test_work),	 cmocka_unit_test(test_stretch_ended),
+	    cmocka_unit_test(test_judge_done),	 cmocka_unit_test(test_judge_unjudged),
+	    cmocka_unit_test(test_judge_short),	 cmocka_unit_test(test_holds_and_set),
+	    cmocka_unit_test(test_plan_dropped), cmocka_unit_test(test_progress),
+	    cmocka_unit_test(test_seen),	 cmocka_unit_test(test_seen_commit),
+	    cmocka_unit_test(test_seen_window),	 cmocka_unit_test(test_commit_fits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
