@@ -379,7 +379,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	strbuf_printf(&sb, "inodes table=%llu maps=%llu\n", (unsigned long long)ninodes,
 		      (unsigned long long)nmaps);
 	char line[512];
-	if (engine_stats_text(fs, line, sizeof(line)) > 0)
+	if (cache_order_stats_text(fs, line, sizeof(line)) > 0)
 		strbuf_printf(&sb, "%s", line);
 	if (sb.err) {
 		free(sb.p);

@@ -47,14 +47,14 @@ static bool disk_key(uint64_t key, void *arg)
 	return !in || fs_disk_homed(fs, in);
 }
 
+/* The plans go; what the cache did by them (gap mode) ends with them. */
 static void plan_drop(struct fs *fs)
 {
 	keepplan_free(fs->eng.plan);
 	keepplan_free(fs->eng.tail_plan);
 	fs->eng.plan = fs->eng.tail_plan = NULL;
 	fs->eng.gap_run = 0;
-	fs->idle.gap_mode = false;
-	fs->idle.disk_demand_ns = fs->idle.idle_from_ns = 0; /* no stretch spans two plans */
+	fs->eng.hooks->plans_dropped(fs);
 }
 
 /* A learned cycle as the planner works on it, off the lock: its accesses,
@@ -114,7 +114,7 @@ static int plan_input_take(struct fs *fs, struct plan_input *in)
 		}
 		in->ondisk[i] = ondisk;
 	}
-	in->budget = cache_plan_budget(fs);
+	in->budget = fs->eng.hooks->plan_budget(fs);
 	in->keep_plan = fs->conf.keep_plan;
 	in->gap_plan = fs->conf.gap_plan != CONF_GAP_NO;
 	return 0;
@@ -177,7 +177,7 @@ static void plan_install(struct fs *fs, struct plan_output *out)
 	fs->eng.tail_plan = out->tail_plan;
 	fs->eng.write_runs = out->write_runs;
 	fs->eng.gap_run = out->tail_plan ? out->gap_run : 0;
-	cache_replan(fs);
+	fs->eng.hooks->plans_installed(fs);
 }
 
 static void grow_run(struct fs *fs);
@@ -311,18 +311,11 @@ bool engine_in_gap(struct fs *fs)
 #define LEARN_AUTO_MAX	(1u << 23)
 #define LEARN_FIT_EVERY 4096
 
-static uint64_t learn_need(struct fs *fs)
+/* BLOCKS: the blocks the files hold, as the cache counts them
+ * (cache_learn_blocks). */
+static uint64_t learn_need(const struct fs *fs, uint64_t blocks)
 {
-	uint64_t used, total;
-	fs_durable_slots(fs, &used, &total);
-	/* A block rewritten takes a new slot and frees its old one only at
-	 * the next commit: counted, a step would count its blocks up to
-	 * twice, and the learner grow past what the data needs. The blocks
-	 * whose home is RAM (a rule's gradients) are the pinned entries; the
-	 * RAM tier's other slots are copies. Slots a commit under way frees
-	 * still count (t_victimscan grew once in a few runs). */
-	used = used > fs->cache.nfreed ? used - fs->cache.nfreed : 0;
-	return (used + fs->cache.npinned) * 5 / 2 << fs->eng.learn_long;
+	return blocks * 5 / 2 << fs->eng.learn_long;
 }
 
 /* The blocks a need was worked out from (learn_need). */
@@ -339,9 +332,9 @@ static size_t learn_size(uint64_t need)
 	return n;
 }
 
-/* Whether the learner can hold a step over the data; grows it where it
- * may (auto), says so once where it may not. Lock held. */
-static void learner_fit(struct fs *fs)
+/* Whether the learner can hold a step over the data, BLOCKS blocks; grows
+ * it where it may (auto), says so once where it may not. Lock held. */
+static void learner_fit(struct fs *fs, uint64_t blocks)
 {
 	tfs_assert_held(&fs->lock);
 	if (fs->eng.grow_to)
@@ -354,7 +347,7 @@ static void learner_fit(struct fs *fs)
 			"holds: sized from now on for a cycle of two steps",
 			(unsigned long long)(order_now(fs->eng.order) - fs->eng.learn_since));
 	}
-	uint64_t need = learn_need(fs);
+	uint64_t need = learn_need(fs, blocks);
 	if (need <= have)
 		return;
 	if (fs->conf.learn_max_cycle || have >= LEARN_AUTO_MAX) {
@@ -426,7 +419,7 @@ static void learn_sync(struct fs *fs)
 				    : "learned the access order",
 				order_cycle_len(fs->eng.order));
 			plan_request(fs, true);
-			cache_restamp(fs);
+			fs->eng.hooks->learned(fs);
 		} else {
 			TFS_LOG("the access order changed: back to LRU until it is relearned");
 			plan_request(fs, false);
@@ -496,45 +489,39 @@ static void grow_run(struct fs *fs)
 	}
 }
 
+bool engine_fit_due(struct fs *fs, uint64_t idx)
+{
+	tfs_assert_held(&fs->lock);
+	return fs->eng.order && !(idx >> KEY_IDX_BITS) && !fs->eng.learn_fit_done &&
+	       order_now(fs->eng.order) - fs->eng.learn_fit_at >= LEARN_FIT_EVERY;
+}
+
+void engine_fit(struct fs *fs, uint64_t blocks)
+{
+	tfs_assert_held(&fs->lock);
+	fs->eng.learn_fit_at = order_now(fs->eng.order);
+	learner_fit(fs, blocks);
+}
+
 void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
 {
 	tfs_assert_held(&fs->lock);
 	if (!fs->eng.order || idx >> KEY_IDX_BITS)
 		return;
-	if (!fs->eng.learn_fit_done &&
-	    order_now(fs->eng.order) - fs->eng.learn_fit_at >= LEARN_FIT_EVERY) {
-		fs->eng.learn_fit_at = order_now(fs->eng.order);
-		learner_fit(fs);
-	}
 	uint64_t key = key_of(id, idx);
 	order_access(fs->eng.order, key, write);
 	if (fs->eng.grow_busy)
 		grow_note(fs, key, write);
 	learn_sync(fs);
-	/* The prefetcher looks again once per request's worth of blocks (a
-	 * FUSE request spans up to 1 MiB), not on every block: each wake
-	 * takes the lock and walks the upcoming order. With 16 KiB blocks a
-	 * request is 64 accesses, and waking it for each cost about a tenth
-	 * of the update phase on a 2-core VM (512 MiB of state, 256 MiB of
-	 * RAM: steps 2.6-3.2 s against 2.8-3.4 s, three pairs). Completed
-	 * read-aheads still wake it every time (cache.c). */
-	if (fs->eng.learned && fs->cache.prefetcher_running) {
-		uint64_t now = order_now(fs->eng.order), every = fs_request_blocks(fs);
-		if (every == 1 || now - fs->cache.pf_signalled >= every) {
-			fs->cache.pf_signalled = now;
-			pthread_cond_signal(&fs->cache.prefetch_cond);
-		}
-	}
 }
 
-uint8_t engine_plan(struct fs *fs, uint64_t id, uint64_t idx)
+uint8_t engine_plan(struct fs *fs, uint64_t id, uint64_t idx, bool gap_mode)
 {
 	tfs_assert_held(&fs->lock);
 	if (!fs->eng.learned || idx >> KEY_IDX_BITS)
 		return KEEPPLAN_NONE;
-	return (uint8_t)keepplan_lookup(fs->idle.gap_mode && fs->eng.tail_plan ? fs->eng.tail_plan
-									       : fs->eng.plan,
-					key_of(id, idx));
+	return (uint8_t)keepplan_lookup(
+	    gap_mode && fs->eng.tail_plan ? fs->eng.tail_plan : fs->eng.plan, key_of(id, idx));
 }
 
 uint64_t engine_now(struct fs *fs)
@@ -577,161 +564,36 @@ uint64_t engine_next_read(struct fs *fs, uint64_t id, uint64_t idx, uint64_t *ne
 	return order_now(fs->eng.order) + d;
 }
 
-/* Whether RAM is full and blocks read ahead, not used yet, take half the
- * prefetch queue: they wait in the RAM the kept blocks leave, a queue's
- * worth (keep_horizon), which demand reads need too. Unbounded, 4 ranks on
- * the bench filled it, and demand reads evicted 85 of them per step unread
- * (bounded: 13-42; 1 rank: as many disk reads, half the read-ahead). With
- * RAM to spare nothing competes; and once it is full, one that is not read
- * when predicted goes first (next_read_of), so none holds the bound. */
-static bool prefetch_crowds(const struct fs *fs)
-{
-	return fs->cache.ncached >= fs->cache.cache_slots &&
-	       fs->cache.nprefetched >= (fs->cache.prefetch_max + 1) / 2;
-}
-
-/* Read-ahead blocks whose use the prefetcher judges at a time: enough that
- * one stray block does not pause it, few enough to react within a step. */
-#define PREFETCH_WINDOW 64
-
-/* Whether read-ahead is worth its disk reads now. Over each window of
- * PREFETCH_WINDOW blocks read ahead and then used or dropped unread, if more
- * were dropped than used, it pauses for a cycle, then tries again. With 4
- * ranks on the bench the learned order places each rank's next blocks only
- * within the learner's tolerance, and 60-70% of the blocks read ahead were
- * dropped unread: 76-130 disk reads per step for nothing, on the channel
- * that bounds that run, and the hit ratio 3-5 points lower than in a run
- * with no read-ahead at all. With 1 rank few are dropped (22 of 247 per
- * step in one run), so the windows pay and nothing changes.
- * Lock held. */
-static bool prefetch_pays(struct fs *fs, uint64_t now)
+size_t engine_upcoming(struct fs *fs, bool reads, size_t n, uint64_t *keys, uint32_t *dist)
 {
 	tfs_assert_held(&fs->lock);
-	if (now < fs->cache.pf_pause_until)
-		return false;
-	uint64_t used = atomic_load(&fs->stats.prefetch_hits),
-		 wasted = atomic_load(&fs->stats.prefetch_wasted);
-	uint64_t du = used - fs->cache.pf_used0, dw = wasted - fs->cache.pf_wasted0;
-	if (du + dw < PREFETCH_WINDOW)
-		return true;
-	fs->cache.pf_used0 = used;
-	fs->cache.pf_wasted0 = wasted;
-	if (dw <= du)
-		return true;
-	fs->cache.pf_pause_until = now + order_cycle_len(fs->eng.order);
-	return false;
+	return reads ? order_upcoming_reads(fs->eng.order, n, keys, dist)
+		     : order_upcoming(fs->eng.order, n, keys);
 }
 
-void engine_idle_ended(struct fs *fs)
+uint64_t engine_key_next(struct fs *fs, uint64_t key, uint64_t *next_use)
 {
 	tfs_assert_held(&fs->lock);
-	fs->cache.pf_pause_until = 0;
-	fs->cache.pf_used0 = atomic_load(&fs->stats.prefetch_hits);
-	fs->cache.pf_wasted0 = atomic_load(&fs->stats.prefetch_wasted);
+	*next_use = order_next_use(fs->eng.order, key);
+	return order_next_read(fs->eng.order, key);
 }
 
-/* How much further than prefetch_depth read-ahead looks while the disks
- * are idle: at the default depth, 1024 reads (1 GiB at 1 MiB blocks). */
-#define IDLE_AHEAD 16
-
-static void *prefetcher_main(void *arg)
+void engine_key_split(uint64_t key, uint64_t *id, uint64_t *idx)
 {
-	struct fs *fs = arg;
-	unsigned depth = fs->conf.prefetch_depth;
-	/* While the disks are idle it reads ahead IDLE_AHEAD times further,
-	 * counting reads only (see "Idle disk" in cache.c). */
-	size_t ahead = (size_t)depth * IDLE_AHEAD;
-	uint64_t *keys = calloc(ahead, sizeof(*keys));
-	uint32_t *dist = calloc(ahead, sizeof(*dist));
-	if (!keys || !dist) {
-		free(keys);
-		free(dist);
-		TFS_LOG("prefetch: out of memory, prefetch disabled");
-		return NULL;
-	}
-	bool again = false; /* look again at once: gap mode just came on */
-	tfs_lock(&fs->lock);
-	while (!fs->stopping) {
-		if (!again)
-			tfs_cond_wait(&fs->cache.prefetch_cond, &fs->lock);
-		again = false;
-		if (fs->stopping || !fs->eng.learned)
-			continue;
-		/* Between steps the next accesses are gradient writes, in
-		 * RAM: look past them to the update's first reads, as far as
-		 * RAM lets read-ahead evict blocks needed later. Idle disks
-		 * cost nothing, so the read-ahead's pause does not hold then. */
-		bool idle = cache_disk_idle(fs);
-		if (!idle && !prefetch_pays(fs, order_now(fs->eng.order)))
-			continue;
-		size_t n = idle ? order_upcoming_reads(fs->eng.order, ahead, keys, dist)
-				: order_upcoming(fs->eng.order, depth, keys);
-		/* A victim search that found nothing needed after a time finds
-		 * nothing for any later time either, until the lock is dropped
-		 * (a read started): each search walks up to thousands of
-		 * blocks under the lock, and this loop runs on every access.
-		 * With 16 Ki RAM blocks of 16 KiB, skipping them took a run's
-		 * searches from 1.03 M to 0.86 M. */
-		uint64_t none_after = UINT64_MAX;
-		for (size_t i = 0;
-		     i < n && fs->cache.prefetch_inflight < fs->cache.prefetch_max &&
-		     (idle || !prefetch_crowds(fs)) && fs->eng.learned && !fs->stopping;
-		     i++) {
-			/* A block whose next access overwrites it needs no read.
-			 * One whose own last access says its read is far off was
-			 * read already: the global position lags a rank that ran
-			 * ahead, and loading it again would waste a read and a
-			 * slot until the next step. */
-			uint64_t when = order_next_read(fs->eng.order, keys[i]);
-			uint64_t at = idle ? dist[i] : i;
-			if (when != order_next_use(fs->eng.order, keys[i]) || when > at + depth)
-				continue;
-			/* Loaded if need be: an inode the kernel has forgotten,
-			 * with nothing cached, leaves the table (cache.c's
-			 * sweep), and is just the kind whose blocks to fetch. */
-			struct inode *in;
-			uint64_t ino = fs_order_id_ino(fs, keys[i] >> KEY_IDX_BITS);
-			if (!ino || fs_inode_get(fs, ino, &in) || in->dropping ||
-			    fs_inode_load_map(fs, in))
-				continue;
-			uint64_t idx = keys[i] & ((1u << KEY_IDX_BITS) - 1);
-			/* WHEN counts from the clock now: cache_prefetch drops
-			 * the lock, and the ranks move it on meanwhile. */
-			uint64_t need_at = order_now(fs->eng.order) + when;
-			if (need_at >= none_after)
-				continue;
-			int rc = cache_prefetch(fs, in, idx, need_at);
-			if (rc == -ENOSPC)
-				none_after = need_at;
-			else if (rc < 0)
-				break;
-			else if (rc > 0)
-				none_after = UINT64_MAX;
-		}
-		if (idle && cache_idle_progress(fs))
-			again = true;
-	}
-	tfs_unlock(&fs->lock);
-	free(keys);
-	free(dist);
-	return NULL;
+	*id = key >> KEY_IDX_BITS;
+	*idx = key & ((1u << KEY_IDX_BITS) - 1);
 }
 
-int engine_init(struct fs *fs)
+int engine_init(struct fs *fs, const struct engine_hooks *hooks, uint64_t blocks)
 {
-	/* Signalled by every completed read-ahead, sequential ones too. */
-	pthread_cond_init(&fs->cache.prefetch_cond, NULL);
+	fs->eng.hooks = hooks;
 	if (!fs->conf.learn)
 		return 0;
 	/* auto: as large as the data already there needs (a remount of a
 	 * large state does not grow it step by step) */
-	/* Under the lock: the flusher already runs, and reads the cache's
-	 * counts and the learner. */
-	tfs_lock(&fs->lock);
 	struct order_params op = {.max_cycle = fs->conf.learn_max_cycle
 						   ? fs->conf.learn_max_cycle
-						   : learn_size(learn_need(fs))};
-	tfs_unlock(&fs->lock);
+						   : learn_size(learn_need(fs, blocks))};
 	struct order *o;
 	int rc = order_create(&op, &o);
 	if (rc) {
@@ -739,25 +601,16 @@ int engine_init(struct fs *fs)
 		return rc;
 	}
 	pthread_cond_init(&fs->eng.plan_cond, NULL);
+	/* Under the lock: the flusher already runs, and reads the learner. */
 	tfs_lock(&fs->lock);
 	fs->eng.order = o;
-	learner_fit(fs); /* a fixed size already short says so at mount */
+	learner_fit(fs, blocks); /* a fixed size already short says so at mount */
 	tfs_unlock(&fs->lock);
 	rc = pthread_create(&fs->eng.planner, NULL, plan_main, fs);
 	if (rc)
 		return -rc;
 	(void)pthread_setname_np(fs->eng.planner, "tierfs-plan");
 	fs->eng.planner_running = true;
-	if (!fs->conf.prefetch_depth || !fs->stripe.n)
-		return 0;
-	/* Prefetch may use the queue depth of every persistent tier, which
-	 * the scheduler serves after demand reads. */
-	fs->cache.prefetch_max = fs_persistent_queue(fs);
-	rc = pthread_create(&fs->cache.prefetcher, NULL, prefetcher_main, fs);
-	if (rc)
-		return -rc;
-	(void)pthread_setname_np(fs->cache.prefetcher, "tierfs-prefetch"); /* as the flusher's */
-	fs->cache.prefetcher_running = true;
 	return 0;
 }
 
@@ -779,14 +632,6 @@ void engine_stop(struct fs *fs)
 		fs->eng.planner_running = false;
 		pthread_cond_destroy(&fs->eng.plan_cond);
 	}
-	if (fs->cache.prefetcher_running) {
-		thread_stop(fs, fs->cache.prefetcher, &fs->cache.prefetch_cond);
-		fs->cache.prefetcher_running = false;
-		tfs_lock(&fs->lock);
-		while (fs->cache.prefetch_inflight)
-			tfs_cond_wait(&fs->cond, &fs->lock);
-		tfs_unlock(&fs->lock);
-	}
 	/* Under the lock: the flusher, still running, reads the learner
 	 * under it (engine_now, engine_stale_before) until flusher_stop. */
 	tfs_lock(&fs->lock);
@@ -798,42 +643,14 @@ void engine_stop(struct fs *fs)
 		order_destroy(o);
 }
 
-int engine_stats_text(struct fs *fs, char *buf, size_t size)
+void engine_get_stats(struct fs *fs, struct engine_stats *st)
 {
-	struct order_stats s = {0};
-	/* The prefetch counters move under fs->lock: read together, a block
-	 * read ahead is counted as used or wasted only once it counts as read
-	 * ahead. */
-	tfs_lock(&fs->lock);
-	bool enabled = fs->eng.order != NULL;
-	size_t max_cycle = 0;
-	if (enabled) {
-		order_get_stats(fs->eng.order, &s);
-		max_cycle = order_max_cycle(fs->eng.order);
+	tfs_assert_held(&fs->lock);
+	memset(st, 0, sizeof(*st));
+	st->enabled = fs->eng.order != NULL;
+	if (st->enabled) {
+		order_get_stats(fs->eng.order, &st->order);
+		st->max_cycle = order_max_cycle(fs->eng.order);
 	}
-	struct keepplan_stats kps;
-	keepplan_get_stats(fs->eng.plan, &kps);
-	static const char *const gap_plan[] = {"no", "yes", "auto"};
-	unsigned long long idle_after_ms = cache_idle_after(fs) / 1000000ULL;
-	bool gap_mode = fs->idle.gap_mode;
-	unsigned long long pf = atomic_load(&fs->stats.prefetches),
-			   pf_hits = atomic_load(&fs->stats.prefetch_hits),
-			   pf_wasted = atomic_load(&fs->stats.prefetch_wasted);
-	tfs_unlock(&fs->lock);
-	double pred =
-	    s.learned_accesses ? (double)s.predicted_hits / (double)s.learned_accesses : 0;
-	int n = snprintf(
-	    buf, size,
-	    "order enabled=%s learned=%s cycle=%zu max_cycle=%zu accesses=%llu "
-	    "predicted_ratio=%.4f learns=%llu relearns=%llu false_locks=%llu prefetches=%llu "
-	    "prefetch_hits=%llu prefetch_wasted=%llu plan_kept=%zu plan_blocks=%zu gap_plan=%s "
-	    "idle_stretches=%llu idle_worked=%llu idle_after_ms=%llu gap_mode=%s\n",
-	    enabled ? "yes" : "no", s.learned ? "yes" : "no", s.cycle_len, max_cycle,
-	    (unsigned long long)s.accesses, pred, (unsigned long long)s.learns,
-	    (unsigned long long)s.relearns, (unsigned long long)s.false_locks, pf, pf_hits,
-	    pf_wasted, kps.kept, kps.candidates, gap_plan[fs->conf.gap_plan],
-	    (unsigned long long)atomic_load(&fs->stats.idle_stretches),
-	    (unsigned long long)atomic_load(&fs->stats.idle_worked), idle_after_ms,
-	    gap_mode ? "yes" : "no");
-	return n < 0 || (size_t)n >= size ? -ENOSPC : n;
+	keepplan_get_stats(fs->eng.plan, &st->plan);
 }

@@ -15,8 +15,11 @@
 struct order;
 struct orderid_slot;
 struct keepplan;
+struct engine_hooks;
 
 struct engine {
+	/* What the engine asks of the cache (fs/engine.h); immutable. */
+	const struct engine_hooks *hooks;
 	/* Learned access order (policy/order.h). */
 	struct order *order;
 	/* The newest file of each name id (fs/orderid.c). */

@@ -352,11 +352,17 @@ int fs_mount_prepare(struct fs *fs)
 	fs->cache_up = true;
 	if ((rc = flusher_start(fs)))
 		return rc;
-	return engine_init(fs);
+	tfs_lock(&fs->lock);
+	uint64_t blocks = cache_learn_blocks(fs);
+	tfs_unlock(&fs->lock);
+	if ((rc = engine_init(fs, &cache_engine_hooks, blocks)))
+		return rc;
+	return cache_prefetcher_start(fs);
 }
 
 void fs_unmount_finish(struct fs *fs)
 {
+	cache_prefetcher_stop(fs);
 	engine_stop(fs);
 	flusher_stop(fs);
 	/* A mount that failed before its cache was up has nothing to write

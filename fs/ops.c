@@ -844,9 +844,21 @@ static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	int rc = cache_read(g_fs, in, (uint64_t)off, size, req);
-	if (rc < 0)
+	struct cache_read r;
+	int rc = cache_read_get(g_fs, in, (uint64_t)off, size, &r);
+	if (rc < 0) {
 		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* Straight from the blocks' buffers: the reply copies into the kernel
+	 * before it returns, and the references keep them until then. A reply
+	 * fails only once the connection is gone; libfuse frees REQ either
+	 * way. */
+	if (r.n)
+		fuse_reply_iov(req, r.iov, (int)r.n);
+	else
+		fuse_reply_buf(req, NULL, 0);
+	cache_read_put(g_fs, &r);
 }
 
 static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

@@ -29,17 +29,34 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 struct fs;
 struct inode;
 struct blk;
 struct config;
+struct centry;
+struct engine_hooks;
 
 int cache_init(struct fs *fs);
 void cache_destroy(struct fs *fs);
-/* Replies to REQ with the data and returns 1, or returns -errno for the
- * caller to reply with. */
-int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_req_t req);
+/* A read's data, as the blocks' own RAM buffers (no copy in the daemon):
+ * cache_read_get fills iov[0..n) (n = 0 at or past EOF) and references
+ * each block so that its buffer stays in place and unchanged until
+ * cache_read_put, after the reply has copied it into the kernel. */
+#define CACHE_READ_STACK 32
+struct cache_read {
+	struct iovec *iov;
+	size_t n;
+	/* Private to fs/cache/data.c. */
+	bool live, counted;
+	struct centry **ents;
+	struct iovec stack_iov[CACHE_READ_STACK];
+	struct centry *stack_ents[CACHE_READ_STACK];
+};
+/* 0, or -errno with nothing held. No lock held. */
+int cache_read_get(struct fs *fs, struct inode *in, uint64_t off, size_t len, struct cache_read *r);
+void cache_read_put(struct fs *fs, struct cache_read *r); /* no lock held */
 /* DONOR, if not NULL and not CACHE_NO_SLOT, is the RAM tier slot BUF lies
  * in: a whole-block write may take that slot as the block's buffer instead
  * of copying it, and then puts in *DONOR a slot it gives back. KILL_SETID:
@@ -127,5 +144,19 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
  * the write-backs the flusher keeps going, the prefetches the prefetcher
  * may start. */
 unsigned fs_persistent_queue(const struct fs *fs);
+
+/* The blocks the files hold, as the learner is sized by: durable slots in
+ * use, less those a commit is about to free, plus the blocks kept in RAM
+ * as their home. Lock held. */
+uint64_t cache_learn_blocks(struct fs *fs);
+/* What the engine asks of the cache (fs/engine.h). */
+extern const struct engine_hooks cache_engine_hooks;
+/* The prefetcher thread, after engine_init (it reads ahead along the
+ * learned order) and stopped before engine_stop. */
+int cache_prefetcher_start(struct fs *fs);
+void cache_prefetcher_stop(struct fs *fs);
+/* The "order" line of .tierfs/stats. Returns its length or -ENOSPC. No
+ * lock held. */
+int cache_order_stats_text(struct fs *fs, char *buf, size_t size);
 
 #endif

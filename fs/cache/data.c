@@ -39,14 +39,17 @@ static void read_ahead(struct fs *fs, struct inode *in, uint64_t first, uint64_t
 	}
 }
 
-int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_req_t req)
+int cache_read_get(struct fs *fs, struct inode *in, uint64_t off, size_t len, struct cache_read *r)
 {
+	r->n = 0;
+	r->live = false;
+	r->iov = r->stack_iov;
+	r->ents = r->stack_ents;
 	tfs_lock(&fs->lock);
 	uint64_t size = in->attr.size;
 	if (off >= size || len == 0) {
 		tfs_unlock(&fs->lock);
-		fuse_reply_buf(req, NULL, 0);
-		return 1;
+		return 0;
 	}
 	if (len > size - off)
 		len = size - off;
@@ -55,17 +58,17 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 		tfs_unlock(&fs->lock);
 		return rc;
 	}
-	bool counted = idle_disk_demand(fs, in);
+	r->live = true;
+	r->counted = idle_disk_demand(fs, in);
 	uint64_t first = off / fs->bs, last = (off + len - 1) / fs->bs;
 	size_t n = (size_t)(last - first + 1);
-	struct iovec stack_iov[32];
-	struct centry *stack_ents[32];
-	struct iovec *iov = n <= 32 ? stack_iov : calloc(n, sizeof(*iov));
-	struct centry **ents = n <= 32 ? stack_ents : calloc(n, sizeof(*ents));
-	if (!iov || !ents) {
-		rc = -ENOMEM;
-		n = 0;
-		goto out;
+	if (n > CACHE_READ_STACK) {
+		r->iov = calloc(n, sizeof(*r->iov));
+		r->ents = calloc(n, sizeof(*r->ents));
+		if (!r->iov || !r->ents) {
+			rc = -ENOMEM;
+			goto fail;
+		}
 	}
 	size_t got = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -74,41 +77,46 @@ int cache_read(struct fs *fs, struct inode *in, uint64_t off, size_t len, fuse_r
 		uint64_t blen = fs->bs - boff;
 		if (blen > len - got)
 			blen = len - got;
-		ents[i] = NULL;
-		engine_access(fs, fs_order_id(in), idx, false);
-		rc = entry_get(fs, in, idx, GET_READ, &ents[i]);
-		if (rc) {
-			n = i;
-			goto out;
-		}
-		if (ents[i])
-			entry_stamp(fs, ents[i], fs_order_id(in), idx);
-		iov[i].iov_base = (char *)(ents[i] ? ents[i]->buf : fs->cache.zero) + boff;
-		iov[i].iov_len = blen;
+		r->ents[i] = NULL;
+		cache_note_access(fs, in, idx, false);
+		rc = entry_get(fs, in, idx, GET_READ, &r->ents[i]);
+		if (rc)
+			goto fail;
+		r->n = i + 1;
+		if (r->ents[i])
+			entry_stamp(fs, r->ents[i], fs_order_id(in), idx);
+		r->iov[i].iov_base = (char *)(r->ents[i] ? r->ents[i]->buf : fs->cache.zero) + boff;
+		r->iov[i].iov_len = blen;
 		got += blen;
 	}
 	read_ahead(fs, in, first, last);
 	fs_read_atime(fs, in);
 	tfs_unlock(&fs->lock);
-	/* The reply copies into the kernel before returning: the references
-	 * keep the buffers in place until then. libfuse frees REQ whether or
-	 * not the reply reaches the kernel (it fails only once the connection
-	 * is gone): the caller must not reply again, so this counts as
-	 * replied either way. */
-	fuse_reply_iov(req, iov, (int)n);
-	tfs_lock(&fs->lock);
-	rc = 1;
-out:
-	for (size_t i = 0; i < n; i++)
-		if (ents && ents[i])
-			entry_put(fs, ents[i]);
-	idle_disk_demand_done(fs, counted);
+	return 0;
+fail:
 	tfs_unlock(&fs->lock);
-	if (iov != stack_iov)
-		free(iov);
-	if (ents != stack_ents)
-		free(ents);
+	cache_read_put(fs, r);
 	return rc;
+}
+
+/* The reply has copied the data into the kernel: the references that kept
+ * the buffers in place until then go. */
+void cache_read_put(struct fs *fs, struct cache_read *r)
+{
+	if (!r->live)
+		return;
+	tfs_lock(&fs->lock);
+	for (size_t i = 0; i < r->n; i++)
+		if (r->ents && r->ents[i])
+			entry_put(fs, r->ents[i]);
+	idle_disk_demand_done(fs, r->counted);
+	tfs_unlock(&fs->lock);
+	if (r->iov != r->stack_iov)
+		free(r->iov);
+	if (r->ents != r->stack_ents)
+		free(r->ents);
+	r->n = 0;
+	r->live = false;
 }
 
 /* Whether a write of BLEN bytes from DATA into E can take DATA's slot
@@ -158,7 +166,7 @@ int data_write_locked(struct fs *fs, struct inode *in, uint64_t off, const char 
 		/* A partial write needs the block's data first: to the
 		 * learner it is a read, which read-ahead serves and eviction
 		 * keeps for (blocks larger than one request). */
-		engine_access(fs, fs_order_id(in), idx, mode != GET_WRITE_PART);
+		cache_note_access(fs, in, idx, mode != GET_WRITE_PART);
 		rc = entry_get(fs, in, idx, mode, &e);
 		if (rc)
 			break;

@@ -234,7 +234,30 @@ void entry_evict(struct fs *fs, struct centry *e)
 void entry_stamp(struct fs *fs, struct centry *e, uint64_t id, uint64_t idx)
 {
 	e->next_read = engine_next_read(fs, id, idx, &e->next_use);
-	e->plan = engine_plan(fs, id, idx);
+	e->plan = engine_plan(fs, id, idx, fs->idle.gap_mode);
+}
+
+/* A request accesses block IDX of IN (WRITE: overwrites it whole): the
+ * learner is told, sized afresh from time to time, and read-ahead woken.
+ * Lock held. */
+void cache_note_access(struct fs *fs, struct inode *in, uint64_t idx, bool write)
+{
+	tfs_assert_held(&fs->lock);
+	if (engine_fit_due(fs, idx))
+		engine_fit(fs, cache_learn_blocks(fs));
+	engine_access(fs, fs_order_id(in), idx, write);
+	/* The prefetcher looks again once per request's worth of blocks (a
+	 * FUSE request spans up to 1 MiB), not on every block: each wake
+	 * takes the lock and walks the upcoming order, and with small blocks
+	 * waking it for each access cost a visible share of the update
+	 * phase. Completed read-aheads still wake it every time. */
+	if (fs->eng.learned && fs->cache.prefetcher_running) {
+		uint64_t now = engine_now(fs), every = fs_request_blocks(fs);
+		if (every == 1 || now - fs->cache.pf_signalled >= every) {
+			fs->cache.pf_signalled = now;
+			pthread_cond_signal(&fs->cache.prefetch_cond);
+		}
+	}
 }
 
 /* A new entry on a free RAM slot: 0, -ENOSPC (no free slot), -ENOMEM. */
@@ -291,7 +314,8 @@ void cache_replan(struct fs *fs)
 		for (int st = 0; st < LRU_NSTATES; st++)
 			for (struct centry *e = fs->cache.lru_head[l][st]; e; e = e->next)
 				if (e->inode)
-					e->plan = engine_plan(fs, fs_order_id(e->inode), e->idx);
+					e->plan = engine_plan(fs, fs_order_id(e->inode), e->idx,
+							      fs->idle.gap_mode);
 	fs->cache.wb_horizon_ok = false;
 }
 

@@ -144,7 +144,7 @@ static void idle_ended(struct fs *fs, uint64_t clock, uint64_t now)
 	uint64_t quiet = now - fs->idle.idle_from_ns, from = fs->idle.idle_from_ns;
 	fs->idle.idle_from_ns = 0;
 	atomic_fetch_add(&fs->stats.idle_worked, 1);
-	engine_idle_ended(fs);
+	cache_prefetch_idle_ended(fs);
 	if (idle_done(fs)) {
 		/* Worth working; gap mode only if its own work fits too. */
 		fs->idle.gap_ok_clock = gap_fits(fs, quiet) ? clock + 1 : 0;
@@ -310,4 +310,13 @@ void idle_disk_demand_done(struct fs *fs, bool counted)
 		fs->idle.disk_req_ns = tier_now_ns();
 		(void)tiers_idle_take(fs); /* the stretch starts now */
 	}
+}
+
+/* The engine's plans went (a cycle learned or lost): gap mode follows the
+ * tail plan, which is gone, and no stretch spans two plans. Lock held. */
+void cache_plans_dropped(struct fs *fs)
+{
+	tfs_assert_held(&fs->lock);
+	fs->idle.gap_mode = false;
+	fs->idle.disk_demand_ns = fs->idle.idle_from_ns = 0;
 }

@@ -64,3 +64,10 @@ void cache_destroy(struct fs *fs)
 	fs->commit.pend = NULL;
 	fs->commit.npend = fs->commit.pend_cap = 0;
 }
+
+const struct engine_hooks cache_engine_hooks = {
+    .plan_budget = cache_plan_budget,
+    .plans_dropped = cache_plans_dropped,
+    .plans_installed = cache_replan,
+    .learned = cache_restamp,
+};

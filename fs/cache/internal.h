@@ -129,4 +129,13 @@ int cache_commit_durable(struct fs *fs);
 int sync_tiers(struct fs *fs);
 int cache_flush_inode(struct fs *fs, struct inode *in, bool durable);
 
+/* entry.c: tell the engine of an access (fit, learn, wake read-ahead). */
+void cache_note_access(struct fs *fs, struct inode *in, uint64_t idx, bool write);
+/* idle.c: the engine's plans went. */
+void cache_plans_dropped(struct fs *fs);
+/* prefetch.c: an idle stretch ended, read-ahead judges itself afresh
+ * (what it read while the disks were idle cost nothing, and a pause
+ * earned before would hold it off the whole next update). */
+void cache_prefetch_idle_ended(struct fs *fs);
+
 #endif

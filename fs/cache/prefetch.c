@@ -93,7 +93,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	if (e->pinned)
 		fs->cache.npinned++;
 	e->next_read = e->next_use = need_at;
-	e->plan = engine_plan(fs, fs_order_id(in), idx);
+	e->plan = engine_plan(fs, fs_order_id(in), idx, fs->idle.gap_mode);
 	e->stamp = ++fs->cache.clock;
 	b->ce = e;
 	in->nce++;
@@ -110,4 +110,144 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	p->io.done = prefetch_done;
 	rc = cache_submit_unlocked(fs, fs->tiers[b->tier], &p->io);
 	return rc ? rc : 1;
+}
+
+/* The prefetcher thread: reads ahead along the learned order.
+ *
+ * Read-ahead pays only while the blocks it reads are used: over each
+ * window of PACING_WINDOW blocks read ahead and then used or dropped
+ * unread, if more were dropped than used, it pauses for a cycle, then tries
+ * again (policy/pacing.h). With several ranks the learned order places
+ * each rank's next blocks only within the learner's tolerance, and most of
+ * what it read could be dropped unread: disk reads for nothing, on the
+ * channel that bounds the run. With one rank few are dropped, so the
+ * windows pay and nothing changes.
+ *
+ * Blocks read ahead and not used yet are bounded to half the prefetch
+ * queue once RAM is full (pacing_crowds): they wait in the RAM the kept
+ * blocks leave, a queue's worth (keep_horizon), which demand reads need
+ * too. With RAM to spare nothing competes; and once it is full, one that
+ * is not read when predicted goes first (entry_next_read), so none holds
+ * the bound. */
+static void *prefetcher_main(void *arg)
+{
+	struct fs *fs = arg;
+	unsigned depth = fs->conf.prefetch_depth;
+	/* While the disks are idle it reads ahead PACING_IDLE_AHEAD times
+	 * further, counting reads only (fs/cache/idle.c). */
+	size_t ahead = (size_t)depth * PACING_IDLE_AHEAD;
+	uint64_t *keys = calloc(ahead, sizeof(*keys));
+	uint32_t *dist = calloc(ahead, sizeof(*dist));
+	if (!keys || !dist) {
+		free(keys);
+		free(dist);
+		TFS_LOG("prefetch: out of memory, prefetch disabled");
+		return NULL;
+	}
+	bool again = false; /* look again at once: gap mode just came on */
+	tfs_lock(&fs->lock);
+	while (!fs->stopping) {
+		if (!again)
+			tfs_cond_wait(&fs->cache.prefetch_cond, &fs->lock);
+		again = false;
+		if (fs->stopping || !fs->eng.learned)
+			continue;
+		/* Between steps the next accesses are gradient writes, in
+		 * RAM: look past them to the update's first reads, as far as
+		 * RAM lets read-ahead evict blocks needed later. Idle disks
+		 * cost nothing, so the read-ahead's pause does not hold then. */
+		bool idle = cache_disk_idle(fs);
+		if (!idle &&
+		    !pacing_pays(&fs->cache.pacing, engine_now(fs),
+				 atomic_load(&fs->stats.prefetch_hits),
+				 atomic_load(&fs->stats.prefetch_wasted), engine_cycle_len(fs)))
+			continue;
+		size_t n = engine_upcoming(fs, idle, idle ? ahead : depth, keys, dist);
+		/* A victim search that found nothing needed after a time finds
+		 * nothing for any later time either, until the lock is dropped
+		 * (a read started): each search walks up to thousands of
+		 * blocks under the lock, and this loop runs on every access. */
+		uint64_t none_after = UINT64_MAX;
+		for (size_t i = 0;
+		     i < n &&
+		     pacing_room(fs->cache.prefetch_inflight, fs->cache.prefetch_max, idle,
+				 pacing_crowds(fs->cache.ncached, fs->cache.cache_slots,
+					       fs->cache.nprefetched, fs->cache.prefetch_max)) &&
+		     fs->eng.learned && !fs->stopping;
+		     i++) {
+			/* A block whose next access overwrites it needs no read.
+			 * One whose own last access says its read is far off was
+			 * read already: the global position lags a rank that ran
+			 * ahead, and loading it again would waste a read and a
+			 * slot until the next step. */
+			uint64_t next_use, when = engine_key_next(fs, keys[i], &next_use);
+			if (!pacing_wanted(when, next_use, idle ? dist[i] : i, depth))
+				continue;
+			/* Loaded if need be: an inode the kernel has forgotten,
+			 * with nothing cached, leaves the table (the inode
+			 * sweep), and is just the kind whose blocks to fetch. */
+			struct inode *in;
+			uint64_t id, idx;
+			engine_key_split(keys[i], &id, &idx);
+			uint64_t ino = fs_order_id_ino(fs, id);
+			if (!ino || fs_inode_get(fs, ino, &in) || in->dropping ||
+			    fs_inode_load_map(fs, in))
+				continue;
+			/* WHEN counts from the clock now: cache_prefetch drops
+			 * the lock, and the ranks move it on meanwhile. */
+			uint64_t need_at = engine_now(fs) + when;
+			if (pacing_skip(need_at, none_after))
+				continue;
+			int rc = cache_prefetch(fs, in, idx, need_at);
+			if (rc < 0 && rc != -ENOSPC)
+				break;
+			none_after = pacing_none_after(none_after, rc, need_at);
+		}
+		if (idle && cache_idle_progress(fs))
+			again = true;
+	}
+	tfs_unlock(&fs->lock);
+	free(keys);
+	free(dist);
+	return NULL;
+}
+
+int cache_prefetcher_start(struct fs *fs)
+{
+	/* Signalled by every completed read-ahead, sequential ones too. */
+	pthread_cond_init(&fs->cache.prefetch_cond, NULL);
+	if (!fs->eng.order || !fs->conf.prefetch_depth || !fs->stripe.n)
+		return 0;
+	/* Prefetch may use the queue depth of every persistent tier, which
+	 * the scheduler serves after demand reads. */
+	fs->cache.prefetch_max = fs_persistent_queue(fs);
+	int rc = pthread_create(&fs->cache.prefetcher, NULL, prefetcher_main, fs);
+	if (rc)
+		return -rc;
+	(void)pthread_setname_np(fs->cache.prefetcher, "tierfs-prefetch");
+	fs->cache.prefetcher_running = true;
+	return 0;
+}
+
+void cache_prefetcher_stop(struct fs *fs)
+{
+	if (!fs->cache.prefetcher_running)
+		return;
+	tfs_lock(&fs->lock);
+	fs->stopping = true;
+	pthread_cond_broadcast(&fs->cache.prefetch_cond);
+	tfs_unlock(&fs->lock);
+	pthread_join(fs->cache.prefetcher, NULL);
+	fs->cache.prefetcher_running = false;
+	tfs_lock(&fs->lock);
+	while (fs->cache.prefetch_inflight)
+		tfs_cond_wait(&fs->cond, &fs->lock);
+	tfs_unlock(&fs->lock);
+}
+
+void cache_prefetch_idle_ended(struct fs *fs)
+{
+	tfs_assert_held(&fs->lock);
+	pacing_restart(&fs->cache.pacing, atomic_load(&fs->stats.prefetch_hits),
+		       atomic_load(&fs->stats.prefetch_wasted));
 }

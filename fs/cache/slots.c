@@ -209,6 +209,20 @@ void fs_tier_slots(struct fs *fs, int i, uint64_t *used, uint64_t *total)
 	*total = t;
 }
 
+uint64_t cache_learn_blocks(struct fs *fs)
+{
+	uint64_t used, total;
+	fs_durable_slots(fs, &used, &total);
+	/* A block rewritten takes a new slot and frees its old one only at
+	 * the next commit: counted, a step would count its blocks up to
+	 * twice, and the learner grow past what the data needs. The blocks
+	 * whose home is RAM (a rule's gradients) are the pinned entries; the
+	 * RAM tier's other slots are copies. Slots a commit under way frees
+	 * still count. */
+	used = used > fs->cache.nfreed ? used - fs->cache.nfreed : 0;
+	return used + fs->cache.npinned;
+}
+
 void fs_durable_slots(struct fs *fs, uint64_t *used, uint64_t *total)
 {
 	uint64_t u = 0, t = 0;

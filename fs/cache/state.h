@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "fs/lock.h"
+#include "policy/pacing.h"
 #include "policy/config.h"
 #include "tiers/tier.h"
 
@@ -134,10 +135,8 @@ struct cache {
 	unsigned prefetch_inflight;
 	uint64_t nprefetched; /* entries loaded ahead and not used yet */
 	unsigned prefetch_max;
-	/* The prefetcher's record of whether read-ahead pays (prefetch_pays):
-	 * the used and wasted counts when its window began, and the
-	 * learner's clock until which it pauses. */
-	uint64_t pf_used0, pf_wasted0, pf_pause_until;
+	/* Whether read-ahead pays, window by window (policy/pacing.h). */
+	struct pacing pacing;
 	uint64_t pf_signalled; /* the learner's clock when an access last woke it */
 };
 
