@@ -69,4 +69,14 @@ void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
 void tfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void tfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 
+/* ops_ctl.c: the same requests on nodes of the control view (ctl_ino) */
+void ops_ctl_lookup(fuse_req_t req, uint64_t parent, const char *name);
+void ops_ctl_getattr(fuse_req_t req, uint64_t ino);
+void ops_ctl_opendir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
+void ops_ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi);
+void ops_ctl_open(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
+void ops_ctl_read(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void ops_ctl_release(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
+
 #endif

@@ -15,7 +15,7 @@ void tfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	(void)fi;
 	struct fs *fs = g_fs;
 	if (ctl_ino(ino)) {
-		ctl_getattr(req, ino);
+		ops_ctl_getattr(req, ino);
 		return;
 	}
 	struct stat st;

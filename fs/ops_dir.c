@@ -100,7 +100,7 @@ void tfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = g_fs;
 	if (ctl_ino(ino)) {
-		ctl_opendir(req, ino, fi);
+		ops_ctl_opendir(req, ino, fi);
 		return;
 	}
 	struct dirsnap *d = calloc(1, sizeof(*d));
@@ -123,7 +123,7 @@ void tfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	if (ctl_ino(ino)) {
-		ctl_readdir(req, ino, size, off, fi);
+		ops_ctl_readdir(req, ino, size, off, fi);
 		return;
 	}
 	struct fh_node *n = fh_get(fi->fh);
@@ -162,7 +162,7 @@ void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
 void tfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (ctl_ino(ino)) {
-		ctl_releasedir(req, ino, fi);
+		ops_ctl_release(req, ino, fi);
 		return;
 	}
 	fh_release(fi->fh);

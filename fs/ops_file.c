@@ -61,7 +61,7 @@ static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 void tfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (ctl_ino(ino)) {
-		ctl_open(req, ino, fi);
+		ops_ctl_open(req, ino, fi);
 		return;
 	}
 	int rc = open_inode(ino, fi);
@@ -120,7 +120,7 @@ static struct inode *get_open_inode(fuse_ino_t ino)
 void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	if (ctl_ino(ino)) {
-		ctl_read(req, ino, size, off, fi);
+		ops_ctl_read(req, ino, size, off, fi);
 		return;
 	}
 	struct inode *in = get_open_inode(ino);
@@ -172,7 +172,7 @@ void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void tfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (ctl_ino(ino)) {
-		ctl_release(req, ino, fi);
+		ops_ctl_release(req, ino, fi);
 		return;
 	}
 	fuse_reply_err(req, 0);

@@ -119,7 +119,7 @@ void tfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = g_fs;
 	if (ctl_ino(parent) || (parent == META_ROOT_INO && !strcmp(name, CTL_NAME))) {
-		ctl_lookup(req, parent, name);
+		ops_ctl_lookup(req, parent, name);
 		return;
 	}
 	struct meta_txn *t;
