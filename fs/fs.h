@@ -609,12 +609,17 @@ int ctl_list(struct fs *fs, uint64_t ino,
 int ctl_open(struct fs *fs, uint64_t ino, int flags, char **text, size_t *len);
 int ctl_stats_text(struct fs *fs, char **out, size_t *len);
 
-/* xattr.c */
-void xattr_get(fuse_req_t req, uint64_t ino, const char *name, size_t size);
-void xattr_set(fuse_req_t req, uint64_t ino, const char *name, const char *value, size_t size,
-	       int flags);
-void xattr_list(fuse_req_t req, uint64_t ino, size_t size);
-void xattr_remove(fuse_req_t req, uint64_t ino, const char *name);
+/* xattr.c — extended attributes: the user's, and tierfs's computed ones.
+ * A value or list is appended whole to OUT (the caller frees out->p,
+ * whatever the result); errors are -errno as getxattr(2) and its kin
+ * report them (-ENODATA: no such attribute). */
+struct strbuf;
+int xattr_get(struct fs *fs, uint64_t ino, const char *name, struct strbuf *out);
+/* The names, each followed by a NUL byte. */
+int xattr_list(struct fs *fs, uint64_t ino, struct strbuf *out);
+int xattr_set(struct fs *fs, uint64_t ino, const char *name, const char *value, size_t size,
+	      int flags);
+int xattr_remove(struct fs *fs, uint64_t ino, const char *name);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops tierfs_ops;

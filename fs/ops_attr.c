@@ -5,10 +5,12 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "fs/ops.h"
+#include "fs/strbuf.h"
 
 void tfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -106,23 +108,48 @@ out:
 	fuse_reply_attr(req, &st, 0.0);
 }
 
+/* Answer a request for an xattr value or the list of names, LEN bytes at
+ * VAL, in the caller's SIZE: the length alone for SIZE 0 (how much room
+ * the value needs), ERANGE where SIZE is short of it. */
+static void reply_value(fuse_req_t req, const char *val, size_t len, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+}
+
 void tfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
 		  int flags)
 {
-	xattr_set(req, ino, name, value, size, flags);
+	fuse_reply_err(req, -xattr_set(g_fs, ino, name, value, size, flags));
 }
 
 void tfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	xattr_get(req, ino, name, size);
+	struct strbuf s = {0};
+	int rc = xattr_get(g_fs, ino, name, &s);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_value(req, s.p ? s.p : "", s.len, size);
+	free(s.p);
 }
 
 void tfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	xattr_list(req, ino, size);
+	struct strbuf s = {0};
+	int rc = xattr_list(g_fs, ino, &s);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_value(req, s.p ? s.p : "", s.len, size);
+	free(s.p);
 }
 
 void tfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	xattr_remove(req, ino, name);
+	fuse_reply_err(req, -xattr_remove(g_fs, ino, name));
 }
