@@ -143,6 +143,7 @@ int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, struct fuse_ent
 	return rc ? rc : ctl_entry(fs, tnode(tnode_tier(parent), ino), e);
 }
 
+/* A tier view's listing under way: meta_dir_iter's argument. */
 struct tier_list {
 	struct fs *fs;
 	int (*add)(void *arg, const char *name, uint64_t ino, mode_t mode);

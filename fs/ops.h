@@ -12,16 +12,24 @@
 
 #include "fs/fs.h"
 
+/* A's change time moves to now. */
 static inline void ops_touch_c(struct meta_inode *a)
 {
 	fs_now(&a->ctime_sec, &a->ctime_nsec);
 }
 
 /* ops.c */
+/* The entry of IN as the kernel is to cache it. fs->lock held. */
 void ops_fill_entry(struct fs *fs, struct inode *in, struct fuse_entry_param *e);
+/* Reference INO for the kernel (lookup count) and reply with its entry. */
 void ops_reply_entry(fuse_req_t req, uint64_t ino);
+/* The kernel drops N references to INO; the inode goes if that was the
+ * last hold on it. No lock held. */
 void ops_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n);
+/* Delete INO for good once nothing names or holds it. No lock held. */
 void ops_inode_maybe_delete(struct fs *fs, uint64_t ino);
+/* Whether the caller of REQ lacks CAP_FSETID, for the set-ID bits that a
+ * write or truncate clears. */
 bool ops_unprivileged(fuse_req_t req);
 
 /* ops_ns.c */
