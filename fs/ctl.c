@@ -8,8 +8,12 @@
  * Inode numbers: CTL_DIR, CTL_STATS, CTL_TIERS are fixed; a node under
  * tiers/NAME/ is CTL_BASE | (tier + 1) << 48 | real inode, so the tree is
  * the real tree seen through a filter and needs no state of its own.
+ *
+ * This file says what the nodes are and hold; the ops layer (ops_ctl.c)
+ * answers FUSE with it and keeps what an open needs.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +21,6 @@
 #include <sys/stat.h>
 
 #include "fs/fs.h"
-#include "fs/handle.h"
 #include "fs/strbuf.h"
 
 #define CTL_TIER_SHIFT 48
@@ -38,8 +41,7 @@ static uint64_t tnode_real(uint64_t ino)
 	return ino & CTL_REAL_MASK;
 }
 
-/* Attributes of a control node; -ENOENT if it does not exist. */
-static int ctl_stat(struct fs *fs, uint64_t ino, struct stat *st)
+int ctl_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
@@ -75,19 +77,18 @@ static int ctl_stat(struct fs *fs, uint64_t ino, struct stat *st)
 	return rc;
 }
 
-static void reply_ctl_entry(fuse_req_t req, uint64_t ino)
+/* The entry of control node INO into E. */
+static int ctl_entry(struct fs *fs, uint64_t ino, struct fuse_entry_param *e)
 {
-	struct fuse_entry_param e = {0};
-	int rc = ctl_stat(g_fs, ino, &e.attr);
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	e.ino = ino;
-	e.generation = 1;
-	e.attr_timeout = 0;
-	e.entry_timeout = 0;
-	fuse_reply_entry(req, &e);
+	memset(e, 0, sizeof(*e));
+	int rc = ctl_getattr(fs, ino, &e->attr);
+	if (rc)
+		return rc;
+	e->ino = ino;
+	e->generation = 1;
+	e->attr_timeout = 0;
+	e->entry_timeout = 0;
+	return 0;
 }
 
 /* Whether the view of tier T lists inode INO: every directory, and the
@@ -112,105 +113,41 @@ static bool tier_shows(struct fs *fs, int t, uint64_t ino, mode_t *mode)
 	return show;
 }
 
-void ctl_lookup(fuse_req_t req, uint64_t parent, const char *name)
+int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, struct fuse_entry_param *e)
 {
-	struct fs *fs = g_fs;
-	if (parent == META_ROOT_INO) {
-		reply_ctl_entry(req, CTL_DIR);
-	} else if (parent == CTL_DIR) {
+	if (parent == META_ROOT_INO)
+		return ctl_entry(fs, CTL_DIR, e);
+	if (parent == CTL_DIR) {
 		if (!strcmp(name, "stats"))
-			reply_ctl_entry(req, CTL_STATS);
-		else if (!strcmp(name, "tiers"))
-			reply_ctl_entry(req, CTL_TIERS);
-		else
-			fuse_reply_err(req, ENOENT);
-	} else if (parent == CTL_TIERS) {
+			return ctl_entry(fs, CTL_STATS, e);
+		if (!strcmp(name, "tiers"))
+			return ctl_entry(fs, CTL_TIERS, e);
+		return -ENOENT;
+	}
+	if (parent == CTL_TIERS) {
 		int t = config_tier_index(&fs->conf, name);
-		if (t < 0)
-			fuse_reply_err(req, ENOENT);
-		else
-			reply_ctl_entry(req, tnode(t, META_ROOT_INO));
-	} else if (tnode_tier(parent) >= 0) {
-		struct meta_txn *txn;
-		uint64_t ino;
-		int rc = meta_txn_begin(fs->meta, false, &txn);
-		if (!rc) {
-			rc = meta_dirent_get(txn, tnode_real(parent), name, &ino);
-			meta_txn_abort(txn);
-		}
-		mode_t mode;
-		if (!rc && !tier_shows(fs, tnode_tier(parent), ino, &mode))
-			rc = -ENOENT; /* as readdir: not on this tier */
-		if (rc)
-			fuse_reply_err(req, -rc);
-		else
-			reply_ctl_entry(req, tnode(tnode_tier(parent), ino));
-	} else {
-		fuse_reply_err(req, ENOENT);
+		return t < 0 ? -ENOENT : ctl_entry(fs, tnode(t, META_ROOT_INO), e);
 	}
-}
-
-void ctl_getattr(fuse_req_t req, uint64_t ino)
-{
-	struct stat st;
-	int rc = ctl_stat(g_fs, ino, &st);
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_attr(req, &st, 0);
-}
-
-/* An open control file or directory: its bytes (the stats text, or a
- * directory's dirents) are built whole at open, like a real directory's
- * listing, so a reader sees one consistent snapshot. fi->fh is its handle
- * id (fs/handle.h: a RELEASE may arrive while a READ is being answered). */
-struct ctl_handle {
-	struct fh_node node;
-	char *buf;
-	size_t len, cap;
-	unsigned n;
-};
-
-static void ctl_handle_destroy(struct fh_node *n)
-{
-	struct ctl_handle *h = fh_entry(n, struct ctl_handle, node);
-	free(h->buf);
-	free(h);
-}
-
-/* The open handle ID, referenced, or NULL (EBADF replied). */
-static struct ctl_handle *ctl_handle_get(fuse_req_t req, uint64_t id)
-{
-	struct fh_node *n = fh_get(id);
-	if (!n) {
-		fuse_reply_err(req, EBADF);
-		return NULL;
+	if (tnode_tier(parent) < 0)
+		return -ENOENT;
+	struct meta_txn *txn;
+	uint64_t ino;
+	int rc = meta_txn_begin(fs->meta, false, &txn);
+	if (!rc) {
+		rc = meta_dirent_get(txn, tnode_real(parent), name, &ino);
+		meta_txn_abort(txn);
 	}
-	return fh_entry(n, struct ctl_handle, node);
+	mode_t mode;
+	if (!rc && !tier_shows(fs, tnode_tier(parent), ino, &mode))
+		rc = -ENOENT; /* as readdir: not on this tier */
+	return rc ? rc : ctl_entry(fs, tnode(tnode_tier(parent), ino), e);
 }
 
-static int cd_add(fuse_req_t req, struct ctl_handle *d, const char *name, uint64_t ino, mode_t mode)
-{
-	struct stat st = {.st_ino = ino, .st_mode = mode};
-	size_t need = fuse_add_direntry(req, NULL, 0, name, NULL, 0);
-	if (d->len + need > d->cap) {
-		size_t nc = d->cap ? d->cap * 2 : 4096;
-		while (nc < d->len + need)
-			nc *= 2;
-		char *nb = realloc(d->buf, nc);
-		if (!nb)
-			return -ENOMEM;
-		d->buf = nb;
-		d->cap = nc;
-	}
-	d->n++;
-	d->len += fuse_add_direntry(req, d->buf + d->len, need, name, &st, (off_t)(d->len + need));
-	return 0;
-}
-
+/* A tier view's listing under way: meta_dir_iter's argument. */
 struct tier_list {
-	fuse_req_t req;
-	struct ctl_handle *d;
+	struct fs *fs;
+	int (*add)(void *arg, const char *name, uint64_t ino, mode_t mode);
+	void *arg;
 	int tier;
 	int err;
 };
@@ -220,32 +157,28 @@ static int tier_list_cb(const char *name, uint64_t ino, void *arg)
 	struct tier_list *l = arg;
 	mode_t mode;
 	int rc;
-	if (tier_shows(g_fs, l->tier, ino, &mode) &&
-	    (rc = cd_add(l->req, l->d, name, tnode(l->tier, ino), mode))) {
+	if (tier_shows(l->fs, l->tier, ino, &mode) &&
+	    (rc = l->add(l->arg, name, tnode(l->tier, ino), mode))) {
 		l->err = rc;
 		return 1;
 	}
 	return 0;
 }
 
-void ctl_opendir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
+int ctl_list(struct fs *fs, uint64_t ino,
+	     int (*add)(void *arg, const char *name, uint64_t ino, mode_t mode), void *arg)
 {
-	struct fs *fs = g_fs;
-	struct ctl_handle *d = calloc(1, sizeof(*d));
-	int rc = d ? 0 : -ENOMEM;
+	int rc = add(arg, ".", ino, S_IFDIR);
 	if (!rc)
-		rc = cd_add(req, d, ".", ino, S_IFDIR);
-	if (!rc)
-		rc = cd_add(req, d, "..", ino, S_IFDIR);
+		rc = add(arg, "..", ino, S_IFDIR);
 	if (!rc && ino == CTL_DIR) {
-		if (!(rc = cd_add(req, d, "stats", CTL_STATS, S_IFREG)))
-			rc = cd_add(req, d, "tiers", CTL_TIERS, S_IFDIR);
+		if (!(rc = add(arg, "stats", CTL_STATS, S_IFREG)))
+			rc = add(arg, "tiers", CTL_TIERS, S_IFDIR);
 	} else if (!rc && ino == CTL_TIERS) {
 		for (int i = 0; !rc && i < fs->conf.ntiers; i++)
-			rc = cd_add(req, d, fs->conf.tiers[i].name, tnode(i, META_ROOT_INO),
-				    S_IFDIR);
+			rc = add(arg, fs->conf.tiers[i].name, tnode(i, META_ROOT_INO), S_IFDIR);
 	} else if (!rc && tnode_tier(ino) >= 0 && tnode_tier(ino) < fs->conf.ntiers) {
-		struct tier_list l = {req, d, tnode_tier(ino), 0};
+		struct tier_list l = {fs, add, arg, tnode_tier(ino), 0};
 		struct meta_txn *t;
 		rc = meta_txn_begin(fs->meta, false, &t);
 		if (!rc) {
@@ -256,54 +189,7 @@ void ctl_opendir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 	} else if (!rc) {
 		rc = -ENOTDIR;
 	}
-	if (rc) {
-		if (d)
-			free(d->buf);
-		free(d);
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	fi->fh = fh_publish(&d->node, ctl_handle_destroy);
-	if (fuse_reply_open(req, fi))
-		fh_release(fi->fh);
-}
-
-void ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi)
-{
-	(void)ino;
-	struct ctl_handle *d = ctl_handle_get(req, fi->fh);
-	if (!d)
-		return;
-	/* Offsets are byte positions in the prebuilt buffer, each entry's
-	 * that of the next; a reply holds only whole entries, so walk them
-	 * from the start: a seekdir to any other byte (a user's lseek) starts
-	 * at the next entry, never inside one. */
-	struct dirent_head {
-		uint64_t ino, off;
-		uint32_t namelen, type;
-	};
-	size_t start = 0;
-	while (start < d->len && start < (uint64_t)off) {
-		const struct dirent_head *de = (const void *)(d->buf + start);
-		start += (sizeof(*de) + de->namelen + 7) & ~(size_t)7;
-	}
-	size_t end = start;
-	while (end < d->len) {
-		const struct dirent_head *de = (const void *)(d->buf + end);
-		size_t entlen = (sizeof(*de) + de->namelen + 7) & ~(size_t)7;
-		if (end + entlen - start > size)
-			break;
-		end += entlen;
-	}
-	fuse_reply_buf(req, start < d->len ? d->buf + start : NULL, end - start);
-	fh_put(&d->node);
-}
-
-void ctl_releasedir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	fh_release(fi->fh);
-	fuse_reply_err(req, 0);
+	return rc;
 }
 
 int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
@@ -390,51 +276,14 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	return 0;
 }
 
-void ctl_open(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
+int ctl_open(struct fs *fs, uint64_t ino, int flags, char **text, size_t *len)
 {
-	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	struct ctl_handle *f = calloc(1, sizeof(*f));
-	if (!f) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	int rc = 0;
+	if ((flags & O_ACCMODE) != O_RDONLY)
+		return -EROFS;
+	*text = NULL;
+	*len = 0;
 	if (ino == CTL_STATS)
-		rc = ctl_stats_text(g_fs, &f->buf, &f->len);
+		return ctl_stats_text(fs, text, len);
 	/* Files under tiers/NAME/ open as empty: they stand for placement. */
-	if (rc) {
-		free(f);
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	fi->fh = fh_publish(&f->node, ctl_handle_destroy);
-	/* The size in stat is 0; direct_io makes read() go by our replies. */
-	fi->direct_io = 1;
-	if (fuse_reply_open(req, fi))
-		fh_release(fi->fh);
-}
-
-void ctl_read(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi)
-{
-	(void)ino;
-	struct ctl_handle *f = ctl_handle_get(req, fi->fh);
-	if (!f)
-		return;
-	if ((size_t)off >= f->len) {
-		fuse_reply_buf(req, NULL, 0);
-	} else {
-		size_t n = f->len - (size_t)off;
-		fuse_reply_buf(req, f->buf + off, n < size ? n : size);
-	}
-	fh_put(&f->node);
-}
-
-void ctl_release(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	fh_release(fi->fh);
-	fuse_reply_err(req, 0);
+	return 0;
 }

@@ -284,7 +284,7 @@ void fs_order_id_del(struct fs *fs, const struct meta_inode *a);
 uint64_t fs_order_id_ino(struct fs *fs, uint64_t id);
 void fs_order_ids_free(struct fs *fs);
 
-/* ctl.c — the read-only .tierfs view */
+/* ctl.c — the read-only .tierfs view: what its nodes are and hold */
 #define CTL_BASE  (1ULL << 62)
 #define CTL_DIR	  (CTL_BASE | 1)
 #define CTL_STATS (CTL_BASE | 2)
@@ -294,22 +294,33 @@ static inline bool ctl_ino(uint64_t ino)
 {
 	return ino & CTL_BASE;
 }
-void ctl_lookup(fuse_req_t req, uint64_t parent, const char *name);
-void ctl_getattr(fuse_req_t req, uint64_t ino);
-void ctl_opendir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
-void ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi);
-void ctl_releasedir(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
-void ctl_open(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
-void ctl_read(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi);
-void ctl_release(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
+/* Attributes of control node INO; -ENOENT if it does not exist. */
+int ctl_getattr(struct fs *fs, uint64_t ino, struct stat *st);
+/* The entry of NAME in control directory PARENT, or of .tierfs itself
+ * where PARENT is the root; -ENOENT where there is none. */
+int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, struct fuse_entry_param *e);
+/* Pass each entry of control directory INO to ADD, "." and ".." first:
+ * its name, inode and file type. -ENOTDIR for a control file, or ADD's
+ * first error (which ends the listing). */
+int ctl_list(struct fs *fs, uint64_t ino,
+	     int (*add)(void *arg, const char *name, uint64_t ino, mode_t mode), void *arg);
+/* What control file INO holds for an open with open(2)'s FLAGS: the stats
+ * text, or nothing (*TEXT NULL) for a file under tiers/NAME/. -EROFS for
+ * an open to write. The caller frees *TEXT. */
+int ctl_open(struct fs *fs, uint64_t ino, int flags, char **text, size_t *len);
 int ctl_stats_text(struct fs *fs, char **out, size_t *len);
 
-/* xattr.c */
-void xattr_get(fuse_req_t req, uint64_t ino, const char *name, size_t size);
-void xattr_set(fuse_req_t req, uint64_t ino, const char *name, const char *value, size_t size,
-	       int flags);
-void xattr_list(fuse_req_t req, uint64_t ino, size_t size);
-void xattr_remove(fuse_req_t req, uint64_t ino, const char *name);
+/* xattr.c — extended attributes: the user's, and tierfs's computed ones.
+ * A value or list is appended whole to OUT (the caller frees out->p,
+ * whatever the result); errors are -errno as getxattr(2) and its kin
+ * report them (-ENODATA: no such attribute). */
+struct strbuf;
+int xattr_get(struct fs *fs, uint64_t ino, const char *name, struct strbuf *out);
+/* The names, each followed by a NUL byte. */
+int xattr_list(struct fs *fs, uint64_t ino, struct strbuf *out);
+int xattr_set(struct fs *fs, uint64_t ino, const char *name, const char *value, size_t size,
+	      int flags);
+int xattr_remove(struct fs *fs, uint64_t ino, const char *name);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops tierfs_ops;

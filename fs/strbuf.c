@@ -38,6 +38,13 @@ void strbuf_printf(struct strbuf *s, const char *fmt, ...)
 	}
 }
 
+int strbuf_reserve(struct strbuf *s, size_t n)
+{
+	if (!s->err && s->len + n > s->cap)
+		s->err = grow(s, s->len + n);
+	return s->err;
+}
+
 void strbuf_nul(struct strbuf *s)
 {
 	if (!s->err && s->len + 1 >= s->cap)

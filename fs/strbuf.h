@@ -15,6 +15,9 @@ struct strbuf {
 };
 
 void strbuf_printf(struct strbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Room for N more bytes at p + len, for a caller that writes them there
+ * and adds N to len: 0 or the (sticky) error. */
+int strbuf_reserve(struct strbuf *s, size_t n);
 /* Append one NUL byte as content (listxattr's separator). */
 void strbuf_nul(struct strbuf *s);
 

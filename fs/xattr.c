@@ -14,6 +14,9 @@
  *
  * The tierfs names are computed, never stored, and are not listed by
  * listxattr except on the inodes they apply to (the pin: where one is set).
+ *
+ * Values and lists are returned whole; the ops layer (ops_attr.c) answers
+ * the caller's size (a length query, or ERANGE).
  */
 #include <errno.h>
 #include <linux/limits.h>
@@ -154,64 +157,31 @@ static bool is_tierfs_name(const char *name)
 	return !strncmp(name, "user.tierfs.", 12);
 }
 
-static void reply_value(fuse_req_t req, const char *val, size_t len, size_t size)
+int xattr_get(struct fs *fs, uint64_t ino, const char *name, struct strbuf *out)
 {
-	if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (len > size)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, val, len);
-}
-
-void xattr_get(fuse_req_t req, uint64_t ino, const char *name, size_t size)
-{
-	struct fs *fs = g_fs;
-	if (ctl_ino(ino)) {
-		fuse_reply_err(req, ENODATA);
-		return;
-	}
-	if (is_tierfs_name(name)) {
-		struct strbuf s = {0};
-		int rc = tierfs_attr(fs, ino, name, &s);
-		if (rc)
-			fuse_reply_err(req, -rc);
-		else
-			reply_value(req, s.p ? s.p : "", s.len, size);
-		free(s.p);
-		return;
-	}
+	if (ctl_ino(ino))
+		return -ENODATA;
+	if (is_tierfs_name(name))
+		return tierfs_attr(fs, ino, name, out);
 	struct meta_txn *t;
 	int rc = meta_txn_begin(fs->meta, false, &t);
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	char *buf = size ? malloc(size) : NULL;
-	if (size && !buf) {
-		meta_txn_abort(t);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	rc = meta_xattr_get(t, ino, name, buf, size);
+	if (rc)
+		return rc;
+	int n = meta_xattr_get(t, ino, name, NULL, 0);
+	if (n > 0 && !(rc = strbuf_reserve(out, (size_t)n)))
+		n = meta_xattr_get(t, ino, name, out->p + out->len, (size_t)n);
 	meta_txn_abort(t);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)rc);
-	else
-		fuse_reply_buf(req, buf, (size_t)rc);
-	free(buf);
+	if (rc || n < 0)
+		return rc ? rc : n;
+	out->len += (size_t)n;
+	return 0;
 }
 
-static void set_pin(fuse_req_t req, uint64_t ino, const char *value, size_t size)
+static int set_pin(struct fs *fs, uint64_t ino, const char *value, size_t size)
 {
-	struct fs *fs = g_fs;
 	char name[TIER_NAME_MAX];
-	if (size >= sizeof(name)) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
+	if (size >= sizeof(name))
+		return -EINVAL;
 	memcpy(name, value, size);
 	name[size] = '\0';
 	int t = -1;
@@ -219,8 +189,7 @@ static void set_pin(fuse_req_t req, uint64_t ino, const char *value, size_t size
 		t = config_tier_index(&fs->conf, name);
 		if (t < 0) {
 			TFS_LOG("setfattr %s: no tier named '%s'", X_PIN, name);
-			fuse_reply_err(req, EINVAL);
-			return;
+			return -EINVAL;
 		}
 	}
 	tfs_lock(&fs->lock);
@@ -241,7 +210,7 @@ static void set_pin(fuse_req_t req, uint64_t ino, const char *value, size_t size
 		cache_rehome(fs, in);
 		tfs_unlock(&fs->lock);
 	}
-	fuse_reply_err(req, -rc);
+	return rc;
 }
 
 /* A changed extended attribute changes the inode: ctime moves, as on
@@ -259,22 +228,15 @@ static int touch_ctime(struct fs *fs, uint64_t ino)
 	return rc ? rc : cache_commit(fs);
 }
 
-void xattr_set(fuse_req_t req, uint64_t ino, const char *name, const char *value, size_t size,
-	       int flags)
+int xattr_set(struct fs *fs, uint64_t ino, const char *name, const char *value, size_t size,
+	      int flags)
 {
-	struct fs *fs = g_fs;
-	if (ctl_ino(ino)) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	if (!strcmp(name, X_PIN)) {
-		set_pin(req, ino, value, size);
-		return;
-	}
-	if (is_tierfs_name(name)) {
-		fuse_reply_err(req, EPERM); /* computed, read-only */
-		return;
-	}
+	if (ctl_ino(ino))
+		return -EROFS;
+	if (!strcmp(name, X_PIN))
+		return set_pin(fs, ino, value, size);
+	if (is_tierfs_name(name))
+		return -EPERM; /* computed, read-only */
 	struct meta_txn *t;
 	int rc = meta_txn_begin(fs->meta, true, &t);
 	if (!rc) {
@@ -286,38 +248,30 @@ void xattr_set(fuse_req_t req, uint64_t ino, const char *name, const char *value
 	}
 	if (!rc)
 		rc = touch_ctime(fs, ino);
-	fuse_reply_err(req, -rc);
+	return rc;
 }
 
-void xattr_list(fuse_req_t req, uint64_t ino, size_t size)
+int xattr_list(struct fs *fs, uint64_t ino, struct strbuf *s)
 {
-	struct fs *fs = g_fs;
-	if (ctl_ino(ino)) {
-		reply_value(req, "", 0, size);
-		return;
-	}
+	if (ctl_ino(ino))
+		return 0;
 	struct meta_txn *t;
 	int rc = meta_txn_begin(fs->meta, false, &t);
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
+	if (rc)
+		return rc;
 	int n = meta_xattr_list(t, ino, NULL, 0);
-	struct strbuf s = {0};
-	if (n > 0) {
-		s.p = malloc((size_t)n + 1);
-		s.cap = (size_t)n + 1;
-		if (!s.p || (n = meta_xattr_list(t, ino, s.p, (size_t)n)) < 0)
-			s.err = n < 0 ? n : -ENOMEM;
+	if (n > 0 && !strbuf_reserve(s, (size_t)n)) {
+		if ((n = meta_xattr_list(t, ino, s->p + s->len, (size_t)n)) < 0)
+			s->err = n;
 		else
-			s.len = (size_t)n;
+			s->len += (size_t)n;
 	} else if (n < 0) {
-		s.err = n;
+		s->err = n;
 	}
 	struct meta_inode a;
 	bool reg = !meta_inode_get(t, ino, &a) && S_ISREG(a.mode);
 	meta_txn_abort(t);
-	if (!s.err && reg) {
+	if (!s->err && reg) {
 		/* A pin is listed where it is set, so that getfattr -d shows
 		 * it and cp --preserve=xattr, rsync -X and the updater's
 		 * replacement of a state file carry it over. */
@@ -328,36 +282,25 @@ void xattr_list(fuse_req_t req, uint64_t ino, size_t size)
 		tfs_unlock(&fs->lock);
 		const char *names[] = {X_PLACEMENT, X_BLOCKS, X_CACHED, X_PIN};
 		for (size_t i = 0; i < (pinned ? 4u : 3u); i++) {
-			strbuf_printf(&s, "%s", names[i]);
-			strbuf_nul(&s);
+			strbuf_printf(s, "%s", names[i]);
+			strbuf_nul(s);
 		}
 	}
-	if (!s.err && ino == META_ROOT_INO) {
-		strbuf_printf(&s, "%s", X_TIERS);
-		strbuf_nul(&s);
+	if (!s->err && ino == META_ROOT_INO) {
+		strbuf_printf(s, "%s", X_TIERS);
+		strbuf_nul(s);
 	}
-	if (s.err)
-		fuse_reply_err(req, -s.err);
-	else
-		reply_value(req, s.p ? s.p : "", s.len, size);
-	free(s.p);
+	return s->err;
 }
 
-void xattr_remove(fuse_req_t req, uint64_t ino, const char *name)
+int xattr_remove(struct fs *fs, uint64_t ino, const char *name)
 {
-	struct fs *fs = g_fs;
-	if (ctl_ino(ino)) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	if (!strcmp(name, X_PIN)) {
-		set_pin(req, ino, "", 0);
-		return;
-	}
-	if (is_tierfs_name(name)) {
-		fuse_reply_err(req, EPERM);
-		return;
-	}
+	if (ctl_ino(ino))
+		return -EROFS;
+	if (!strcmp(name, X_PIN))
+		return set_pin(fs, ino, "", 0);
+	if (is_tierfs_name(name))
+		return -EPERM;
 	struct meta_txn *t;
 	int rc = meta_txn_begin(fs->meta, true, &t);
 	if (!rc) {
@@ -369,5 +312,5 @@ void xattr_remove(fuse_req_t req, uint64_t ino, const char *name)
 	}
 	if (!rc)
 		rc = touch_ctime(fs, ino);
-	fuse_reply_err(req, -rc);
+	return rc;
 }
