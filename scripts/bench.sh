@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench.sh — `make bench` (issue 3): the update-phase benchmark.
+# scripts/bench.sh — `make bench`: the update-phase benchmark.
 #
 # One invocation, one disk:
 #   1. baseline: tierfs-replay (DeepSpeed ZeRO-Infinity swap I/O) on a plain
@@ -278,8 +278,10 @@ path = $W/run/nvme0
 $t2
 [policy]
 stripe = $stripe
-prefetch_depth = ${BENCH_PREFETCH:-64}
 learn = ${BENCH_LEARN:-yes}
+
+[expert]
+prefetch_depth = ${BENCH_PREFETCH:-64}
 keep_plan = ${BENCH_KEEP_PLAN:-yes}
 gap_plan = ${BENCH_GAP_PLAN:-auto}
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/fio_figures.sh — the fio figures of issue 2 ("Figures to report").
+# scripts/fio_figures.sh — throughput of each tier and of the mount, measured with fio.
 #
 # fio, 1 MiB requests, --mem_align=4096 --direct=1 --ioengine=io_uring
 # --iodepth=8, sequential write then read, numjobs 1 and 2 (each job its own
@@ -315,6 +315,6 @@ for part, fig, nj in order:
     label = f"{part} {fig}"
     print(f"{label:<24}{nj:>5}{mr/1e9:>10.2f}{mt/1e9:>9.2f}{ratio*100:>7.0f}%{(f'{t*100:.0f}%' if t else ''):>8} {ok:<4} {runs}")
 print()
-print("targets (issue 2): RAM tier >= 100% of tmpfs read, >= 80% of tmpfs write;")
+print("targets: RAM tier >= 100% of tmpfs read, >= 80% of tmpfs write;")
 print("posix tier >= 90% of the raw directory for both (raw reads are O_DIRECT, i.e. cold).")
 EOF
