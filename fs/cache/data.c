@@ -210,9 +210,9 @@ int data_write_locked(struct fs *fs, struct inode *in, uint64_t off, const char 
 			fs_kill_setid(&in->attr);
 		in->attr_dirty = true;
 	}
-	/* dirty_over still wakes the flusher with a learned order: it then
+	/* wb_dirty_over still wakes the flusher with a learned order: it then
 	 * finds what is due ahead of reclaim (waking it only for due blocks
-	 * cost 4 points of hit ratio on the bench); the horizon it checks is
+	 * cost hit ratio: reclaim found them still dirty); the horizon it checks is
 	 * cached (wb_horizon), so a wake is a bounded scan. */
 	if (due || wb_dirty_over(fs))
 		pthread_cond_signal(&fs->cache.flusher_cond);
@@ -235,7 +235,7 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 }
 
 /* Drop the data of blocks FROM to TO (exclusive). Lock held; the caller
- * zeroed a partial block at either end through write_locked. KEEP_EMPTY
+ * zeroed a partial block at either end through data_write_locked. KEEP_EMPTY
  * (fallocate's zero range): a slot that holds nothing committed of the
  * block stays, set aside as unwritten. A slot with committed bytes goes
  * all the same: written over in place before the commit that marks it
@@ -331,7 +331,7 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 	int rc = resize_locked(fs, in, size);
 	if (!rc && size == 0) {
 		/* The bytes they stood for are no longer the file's (every
-		 * write-back of them has ended: drop_blocks waited). */
+		 * write-back of them has ended: data_drop_blocks waited). */
 		in->wb_err = 0;
 		memset(in->wb_first, 0, sizeof(in->wb_first));
 		memset(in->wb_last, 0, sizeof(in->wb_last));
