@@ -164,7 +164,7 @@ static bool commit_fits(const struct fs *fs)
  * them: a commit due 5 s into an 8 s step would otherwise go at 10 s, in
  * the middle of the next update phase, about one step in three. The
  * window in which data never fsync'd may be lost to a power failure is
- * then up to seven intervals (35 s by default), as the kernel's own
+ * then up to seven intervals, as the kernel's own
  * write-back of dirty pages allows (30 s). A request made while a commit
  * runs gets one more commit after it: a write-back finished meanwhile may
  * have missed that one. On stop it leaves what is pending to the
@@ -265,7 +265,7 @@ static void *flusher_main(void *arg)
 		bool tick = false, quiet = false;
 		if (!reclaim && !pressure) {
 			/* With a learned order, wake when the disks fall idle
-			 * too ("Idle disk"), unless they are already. */
+			 * too (fs/cache/idle.c), unless they are already. */
 			uint64_t wait = fs->conf.flush_interval_ms * 1000000ULL, idle_in = 0;
 			if (learned && fs->eng.tail_plan && fs->idle.disk_demand_ns &&
 			    !fs->idle.idle_from_ns) {
