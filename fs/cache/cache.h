@@ -21,8 +21,8 @@
  * dirty), idle.c (the time between steps), slots.c (durable slots),
  * data.c and alloc.c (the operations), prefetch.c and writeback.c (tier
  * I/O), commit.c and sync.c (LMDB commits, fsync), pin.c, flusher.c (the
- * background threads), init.c. State: fs/cache/state.h. Locks:
- * fs/lock.h.
+ * flusher and committer threads; the prefetcher thread is fs/engine.c's),
+ * init.c. State: fs/cache/state.h. Locks: fs/lock.h.
  */
 #ifndef TIERFS_CACHE_H
 #define TIERFS_CACHE_H
@@ -135,7 +135,8 @@ int fs_block_tier(struct fs *fs, const struct blk *b);
 
 /* For the prefetcher: start loading block IDX of IN if it is not
  * cached and a slot can be had without evicting anything needed before
- * NEED_AT (UINT64_MAX: free slots only, evict nothing). Lock held (dropped
+ * NEED_AT (UINT64_MAX: free slots only, evict nothing, unless no order is
+ * learned: then read-ahead's own LRU victim, readahead_victim). Lock held (dropped
  * while submitting). Returns 1 if started, 0 if not worth it, -ENOSPC if
  * every block in RAM is needed before NEED_AT (so also before any later
  * time, until the lock is dropped), -errno. */

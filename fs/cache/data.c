@@ -19,8 +19,9 @@
 #define READAHEAD_PER_TIER 8
 
 /* Sequential reads of blocks on persistent tiers: start loading the next
- * blocks now, into free RAM only, so every tier of the stripe is busy while
- * the reader works through what it has (a reader alone keeps ~8 requests in
+ * blocks now, into free RAM or in place of the least recently used clean
+ * block (never one read ahead: readahead_victim), so every tier of the stripe is busy while
+ * the reader works through what it has (a reader alone keeps a handful of requests in
  * flight through FUSE, too few to drive several devices). Once the access
  * order is learned, the prefetcher does this job better. Lock held. */
 static void read_ahead(struct fs *fs, struct inode *in, uint64_t first, uint64_t last)

@@ -48,7 +48,7 @@ static void prefetch_done(struct tier_io *io)
  * unread (read-ahead must not evict read-ahead). A streaming reader's
  * blocks, read once, are the first to go; without this, read-ahead stopped
  * once RAM was full, and a cold read of a file striped over the disk and a
- * capped second tier ran with the reader's own ~8 requests in flight. Lock
+ * capped second tier ran with the reader's own few requests in flight. Lock
  * held. */
 static struct centry *readahead_victim(struct fs *fs)
 {
