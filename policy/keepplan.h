@@ -26,8 +26,8 @@
  *
  * Blocks that save more I/O per cycle go first (a block read three times a
  * cycle before one read once); the spread is among blocks of equal worth.
- * Pure decisions on arrays, no locking; the caller (fs/engine.c) holds the
- * cache's lock.
+ * Pure decisions on arrays, no locking; the caller (fs/engine.c) builds a
+ * plan off fs->lock, on a copy of the cycle, and looks it up under it.
  */
 #ifndef TIERFS_KEEPPLAN_H
 #define TIERFS_KEEPPLAN_H
@@ -39,7 +39,7 @@
 struct keepplan;
 
 /* A key accessed more often than this per cycle is left out of the plan
- * (the cache ranks it by next use, as before). */
+ * (the cache ranks it by next use, as without a plan). */
 #define KEEPPLAN_MAX_OCCUR 8
 
 enum keepplan_verdict {

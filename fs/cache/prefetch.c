@@ -1,7 +1,8 @@
 /*
  * fs/cache/prefetch.c — read-ahead I/O: loading a block into RAM before a request
  * asks for it, along the learned order or behind a sequential reader,
- * without evicting anything needed sooner than the block itself.
+ * without evicting anything needed sooner than the block itself (behind a
+ * reader, with no order learned: nothing itself read ahead).
  *
  * Locking: fs/lock.h.
  */
