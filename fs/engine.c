@@ -1,8 +1,8 @@
 /*
  * fs/engine.c — the multi-path engine's brain on the daemon side: feeds every
  * block access to the order learner (policy/order.c), turns its predictions
- * into "when will this block be read next" for eviction, and runs the
- * prefetcher that loads the blocks the learned order says come next, and
+ * into "when will this block be read next" for eviction and read-ahead (the
+ * cache's prefetcher, fs/cache/prefetch.c, asks what comes next), and runs
  * the planner that works out which blocks stay in RAM across a step.
  *
  * Training steps repeat the same block order, so once the learner has seen

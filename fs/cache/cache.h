@@ -19,10 +19,10 @@
  * Where each part lives: fs/cache/entry.c (entries, LRU lists), reclaim.c
  * (the victim and the wait for RAM), horizon.c (what a learned order keeps
  * dirty), idle.c (the time between steps), slots.c (durable slots),
- * data.c and alloc.c (the operations), prefetch.c and writeback.c (tier
- * I/O), commit.c and sync.c (LMDB commits, fsync), pin.c, flusher.c (the
- * flusher and committer threads; the prefetcher thread is fs/engine.c's),
- * init.c. State: fs/cache/state.h. Locks: fs/lock.h.
+ * data.c and alloc.c (the operations), prefetch.c (read-ahead and the
+ * prefetcher thread), writeback.c (write-back I/O), commit.c and sync.c
+ * (LMDB commits, fsync), pin.c, flusher.c (the flusher and committer
+ * threads), stats.c, init.c. State: fs/cache/state.h. Locks: fs/lock.h.
  */
 #ifndef TIERFS_CACHE_H
 #define TIERFS_CACHE_H
