@@ -1,8 +1,8 @@
 /*
  * fs/engine.c — the multi-path engine's brain on the daemon side: feeds every
  * block access to the order learner (policy/order.c), turns its predictions
- * into "when will this block be read next" for eviction, and runs the
- * prefetcher that loads the blocks the learned order says come next, and
+ * into "when will this block be read next" for eviction and read-ahead (the
+ * cache's prefetcher, fs/cache/prefetch.c, asks what comes next), and runs
  * the planner that works out which blocks stay in RAM across a step.
  *
  * Training steps repeat the same block order, so once the learner has seen
@@ -122,7 +122,7 @@ static int plan_input_take(struct fs *fs, struct plan_input *in)
 
 /* The keep plan of the cycle, over the RAM the cache may keep beside its
  * pinned blocks and the I/O in flight (cache_plan_budget), and the tail
- * plan that gap mode follows instead (cache.c, "Idle disk"). Without them
+ * plan that gap mode follows instead (fs/cache/idle.c). Without them
  * (no memory, keep_plan = no) the cache keeps by next use alone; without
  * a tail plan (no stretch of RAM-only accesses in the cycle) there is no
  * gap mode. No lock: logs only. */
@@ -183,9 +183,8 @@ static void plan_install(struct fs *fs, struct plan_output *out)
 static void grow_run(struct fs *fs);
 
 /* The planner: builds the plans of each cycle learned off fs->lock. With
- * the learner at its largest (2^23 accesses, 3 TiB of state at 1 MiB
- * blocks) the two plans took 1.8 s on the bench's VM, under the lock
- * every request of every rank waits for; meanwhile the cache keeps by
+ * the learner at its largest the two plans took long enough to stall
+ * every rank, under the lock every request waits for; meanwhile the cache keeps by
  * next use alone, as it does before any cycle is learned. It also grows
  * the learner when the data outgrows it (grow_run), first: a cycle
  * learned meanwhile is planned from the grown learner. */
@@ -266,8 +265,8 @@ void engine_plan_settle(struct fs *fs)
  * (every rank waiting on the disks, or on a CPU pass) looks idle to the
  * tiers and to the requests for as long as a gap does, and working it as
  * one wrote back the blocks the tail plan keeps and filled RAM with the
- * next step's reads, so the step's last writes waited for the disk (the
- * bench: steps 0.5-0.6 s longer, where that happened). A gap is where the
+ * next step's reads, so the step's last writes waited for the disk (steps
+ * visibly longer, where that happened). A gap is where the
  * order stands in the backward pass, whose gradient writes stay in RAM;
  * the update's own RAM-only runs (its gradient reads, a sub-group at a
  * time) are a fraction of it. */
@@ -290,7 +289,7 @@ bool engine_in_gap(struct fs *fs)
 
 /* learn_max_cycle = auto sizes the learner by the data, so that a node
  * with more optimizer state than the default covers still learns its
- * step (the default once covered 128 GiB at 1 MiB blocks; beyond it the
+ * step (a fixed size covers only so much state; beyond it the
  * cache ran as plain LRU, and said nothing). A step reads and writes every
  * block of the state once, and the backward pass writes every gradient
  * block that the update then reads: about two accesses a block, and a
@@ -301,8 +300,8 @@ bool engine_in_gap(struct fs *fs)
  * cycle learned, or half seen, goes on (grow_run, on the planner thread).
  * Growing is rare: each doubles the size.
  * Some cycles span two steps: tierfs-update's default order runs the
- * sub-groups backwards every other step (MLP-Offload's alternation), 3.4
- * to 3.7 accesses a block per cycle, which a learner sized at 2.5 a block
+ * sub-groups backwards every other step (MLP-Offload's alternation), well
+ * over three accesses a block per cycle, which a learner sized at 2.5 a block
  * holds only where the rounding up to a power of two left room. A learner
  * that has seen three times its length without finding a cycle is sized
  * for twice the need, once (learn_long): the price is memory, only where
@@ -429,8 +428,8 @@ static void learn_sync(struct fs *fs)
 }
 
 /* Grow the learner to grow_to on the planner thread. Feeding the larger
- * learner the old one's recording took 0.6-0.9 s per doubling from 2^20
- * accesses up (the bench's VM), under the lock every request of every
+ * learner the old one's recording took long enough for a large learner to
+ * stall every rank, under the lock every request of every
  * rank waits for; now only the copy of the recording and the accesses
  * made meanwhile are fed under it, and the old learner goes on
  * predicting until the new one takes its place. Lock held; dropped while

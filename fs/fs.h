@@ -1,14 +1,9 @@
 /*
  * fs/fs.h — the state of a mounted tierfs, shared by the files of fs/.
  *
- * Locking, in the order they may be taken:
- *   1. an LMDB write transaction (meta_txn_begin(write)) — LMDB's own lock;
- *   2. fs->lock — one mutex for the inode table, every inode's attributes
- *      and block map, and every cache entry's state. Everything done under
- *      it is short (no I/O, no memcpy of block data, no LMDB write txn).
- * Block data moves outside fs->lock: a reference (centry.refs) keeps an
- * entry's buffer alive and in place; the state flags say what may be done
- * with it and fs->cond announces every change of state.
+ * Locking: every lock, what it guards and the order they are taken in are
+ * in fs/lock.h. fs->lock guards the inode table, every inode and every
+ * cache entry; block data moves with it dropped.
  */
 #ifndef TIERFS_FS_H
 #define TIERFS_FS_H
@@ -62,7 +57,7 @@ struct inode {
 	unsigned nopen;		/* open file handles */
 	bool attr_dirty;	/* attr differs from LMDB */
 	/* The size LMDB holds, and whether the file shrank since: see
-	 * durable_size() in fs/cache.c. */
+	 * durable_size() in fs/cache/commit.c. */
 	uint64_t committed_size;
 	bool shrunk;
 	bool map_loaded;
@@ -70,7 +65,7 @@ struct inode {
 	bool resizing;	   /* cache_resize at work: cache_write waits */
 	unsigned nwriting; /* cache_write calls under way: cache_resize waits */
 	bool unsynced;	   /* changed since its last durable flush (sync_on_close) */
-	/* Per tier (config index): the write-back epoch (fs/cache.c) of its
+	/* Per tier (config index): the write-back epoch (commit.wb_epoch) of its
 	 * first write-back to that tier that no good sync of the tier has
 	 * covered yet, 0 none; and the error of a tier sync that failed after
 	 * a write-back of it, which every fsync reports from then on: the
@@ -89,7 +84,7 @@ struct inode {
 	/* Blocks with data while the map is not loaded (st_blocks), from the
 	 * metadata on first use; -1 unknown. */
 	int64_t nused;
-	bool sweep_keep;     /* scratch mark of cache.c's inode sweep */
+	bool sweep_keep;     /* scratch mark of inode_sweep (fs/cache/commit.c) */
 	uint64_t nflushing;  /* blocks being written back */
 	uint64_t ra_next;    /* block a sequential reader asks for next (readahead) */
 	struct inode *hnext; /* inode hash chain */
@@ -145,7 +140,7 @@ struct fs_stats {
 	 * would have saved). */
 	atomic_uint_fast64_t flushes_reclaim, flushes_rewritten;
 	/* Of the reclaim write-backs, those of blocks the learned order keeps
-	 * in RAM (kept_wb_limit in cache.c): each is a disk write the keep
+	 * in RAM (wb_kept_limit, fs/cache/horizon.c): each is a disk write the keep
 	 * plan meant to save, paid because a caller waited for RAM. */
 	atomic_uint_fast64_t flushes_kept;
 	/* Evictions of blocks the keep plan keeps, before the read it keeps
@@ -161,16 +156,16 @@ struct fs_stats {
 	/* Victim searches, and the cache entries their walks visited. */
 	atomic_uint_fast64_t victim_scans, victim_visits;
 	/* Stretches of DISK_IDLE_NS or more without a request for a disk-homed
-	 * block (inside update phases too), and those worked (cache.c "Idle
-	 * disk"). */
+	 * block (inside update phases too), and those worked
+	 * (fs/cache/idle.c). */
 	atomic_uint_fast64_t idle_stretches, idle_worked;
 	/* Waits of a request for a RAM block (entry_alloc), and their summed
 	 * time: what a RAM tier too small, or a disk too slow to write back,
 	 * costs the application. */
 	atomic_uint_fast64_t reclaim_waits, reclaim_wait_ns;
 	/* Blocks whose allocation waited with a learned order, and began to
-	 * with no read in flight on any persistent tier (cache.c
-	 * wb_reserve_adjust). */
+	 * with no read in flight on any persistent tier (wb_reserve_adjust,
+	 * fs/cache/horizon.c). */
 	atomic_uint_fast64_t idle_stalls;
 	/* Write-backs that failed (entry_alloc gives up on a tier that fails). */
 	atomic_uint_fast64_t flush_errors;
@@ -248,8 +243,8 @@ int fs_home_for(struct fs *fs, const struct meta_inode *attr, const char *path);
  * Why not the inode number: a file replaced each step by a new one, as
  * tierfs-update writes NAME.tmp and renames it over NAME (a crash leaves
  * the old step or the new one whole), is a new inode every step, and a
- * step keyed by inode numbers never repeats: the order was never learned
- * (8 steps of 8 sub-groups, learned=no). A file made here is named by a
+ * step keyed by inode numbers never repeats: the order was never
+ * learned. A file made here is named by a
  * hash of the directory and name it was created under, kept across
  * renames: NAME.tmp's blocks are the same keys step after step, as read
  * (the file renamed to NAME last step) and as written (this step's

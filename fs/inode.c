@@ -4,10 +4,9 @@
  * Inodes are loaded from LMDB on first use and stay in memory while the
  * kernel references them or the cache holds their blocks (a resident block
  * map is what makes every data request a table lookup); once forgotten and
- * idle, cache.c's sweep frees their maps and, when nothing about them is
- * owed, the inodes themselves.
- * Everything here runs with fs->lock held unless a comment says otherwise;
- * LMDB is only read here (read transactions never block a writer).
+ * idle, the sweep after a commit (fs/cache/commit.c) frees their maps and, when nothing about them
+ * is owed, the inodes themselves. Everything here runs with fs->lock held unless a comment says
+ * otherwise; LMDB is only read here (read transactions never block a writer).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -322,8 +321,8 @@ int fs_attr_to_stat(struct fs *fs, struct inode *in, struct stat *st)
 	/* st_blocks comes from the block map, which a remount loads only at
 	 * first use: 0 for a file with data made du say 0, and tar --sparse
 	 * archive it as all holes. A map not loaded is counted in LMDB, not
-	 * loaded: `ls -l` of 20000 files loaded and kept a 16 KiB map chunk
-	 * of each (t_inodemem). Should the count fail, say "all allocated",
+	 * loaded: `ls -l` of many files loaded and kept a map chunk
+	 * of each. Should the count fail, say "all allocated",
 	 * which is never worse than a copy of every byte. */
 	uint64_t used = 0;
 	if (S_ISREG(a->mode) && !in->map_loaded && unloaded_used(fs, in, &used))

@@ -4,8 +4,8 @@
  *
  * libfuse's own loop reads each request into a buffer it allocates, and the
  * data of a write is then copied into the block's cache slot. With the
- * update phase bound by CPU on a fast disk, that copy was 8% of all CPU
- * time on the bench. Here a worker reads a request so that its header
+ * update phase bound by CPU on a fast disk, that copy was a visible share
+ * of all CPU time. Here a worker reads a request so that its header
  * fills the end of the page before the slot (TIER_RAM_HEADROOM) and a
  * write's data lands exactly in the slot; a whole-block write then hands
  * the slot to the block and takes the block's old slot as its next landing

@@ -4,8 +4,9 @@
  * Follows the mount.fuse convention so fstab works:
  *   /etc/tierfs.conf  /mnt/tierfs  fuse.tierfs  defaults  0 0
  * A bad config is reported as "tierfs: CONFIG:LINE: key 'x': reason" with
- * exit status 2 before anything is mounted. The daemon runs libfuse's
- * multi-threaded low-level loop; unmount or SIGTERM/SIGINT end the loop,
+ * exit status 2 before anything is mounted. The daemon serves requests
+ * with its own pool of workers (fs/loop.c; libfuse's single-threaded loop
+ * with -s); unmount or SIGTERM/SIGINT end the loop,
  * after which every dirty block is made durable before the process exits.
  */
 #include <errno.h>

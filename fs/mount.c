@@ -4,9 +4,10 @@
  * Up: open LMDB, check the block size it was formatted with, give each
  * configured tier its stable id, open the tiers, remove what must not
  * survive a remount (unlinked-but-open files, files of rules with
- * persistent = no), mark every slot the block maps use, start the cache.
- * Down: stop the flusher, write back every dirty block, sync every tier and
- * the metadata, close.
+ * persistent = no), mark every slot the block maps use, start the cache,
+ * the engine and the prefetcher. Down: stop the prefetcher, the planner
+ * and the flusher, write back every dirty block, sync every tier and the
+ * metadata, close.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
  * fs/ops_file.c — the requests on open files: open and create, read and
  * write, flush, fsync and release, fallocate and lseek. The data goes to
- * and from the block cache (cache.c).
+ * and from the block cache (fs/cache/).
  *
  * Every open replies with direct_io: the kernel page cache would copy each
  * byte once more (the RAM tier is the cache), and DeepSpeed opens O_DIRECT

@@ -5,7 +5,7 @@
  *
  * Namespace changes happen in one LMDB write transaction each and update the
  * in-memory inodes under fs->lock inside that transaction (the lock order of
- * fs/fs.h). The .tierfs control view (ctl.c) takes no new names.
+ * fs/lock.h). The .tierfs control view (ctl.c) takes no new names.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -6,7 +6,8 @@
  * a disk" question.
  *
  * Why a table of its own and not a chain through the inode table: inodes
- * leave that table once the kernel forgets them (cache.c's sweep), and the
+ * leave that table once the kernel forgets them (inode_sweep,
+ * fs/cache/commit.c), and the
  * files DeepSpeed and tierfs-update reopen each step are just those whose
  * blocks the engine must still find. An entry is 16 bytes per name id of a
  * file loaded since mount and not deleted, so it does not grow with files

@@ -86,8 +86,8 @@ struct config {
 				     0 = auto, sized by the data (fs/engine.c) */
 	bool keep_plan;		  /* plan which blocks stay in RAM across a learned
 				     step (policy/keepplan.h), default yes */
-	/* put the disks' idle time between steps to work (fs/cache.c "Idle
-	 * disk"), default auto */
+	/* put the disks' idle time between steps to work (fs/cache/idle.c),
+	 * default auto */
 	enum conf_gap_plan gap_plan;
 
 	/* [rule NAME] in file order; the first match wins. */

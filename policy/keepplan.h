@@ -11,9 +11,9 @@
  * and writes at once, a saved read shortens that iteration only if a saved
  * write does too. Left to next use, the kept blocks were those the cache
  * happened to have room for when they were written: whole neighbouring
- * sub-groups, which save one side of four iterations each. On the bench
- * with two storage paths 35% of the reads hit RAM and the update phase
- * took as long as ten sub-group transfers, what it takes with no cache.
+ * sub-groups, which save one side of four iterations each. With two
+ * storage paths a good share of the reads hit RAM and yet the update
+ * phase took as long as it takes with no cache.
  *
  * Which iterations the application joins, the file system cannot see: the
  * order of requests is not the order of disk work (writes land in RAM in a
@@ -21,13 +21,13 @@
  * are fetched ahead of their requests). So the plan spreads the kept blocks
  * evenly along the cycle: every stretch of the step, whatever its joins,
  * loses the same share of its disk reads and of its write-backs. On the
- * pipelined step that is the best the bench's model finds: an equal share
+ * pipelined step that is the best a model of the pipeline finds: an equal share
  * of every sub-group (the chains 0, 2, 4, 6 and 1, 3, 5, 7 kept alike).
  *
  * Blocks that save more I/O per cycle go first (a block read three times a
  * cycle before one read once); the spread is among blocks of equal worth.
- * Pure decisions on arrays, no locking; the caller (fs/engine.c) holds the
- * cache's lock.
+ * Pure decisions on arrays, no locking; the caller (fs/engine.c) builds a
+ * plan off fs->lock, on a copy of the cycle, and looks it up under it.
  */
 #ifndef TIERFS_KEEPPLAN_H
 #define TIERFS_KEEPPLAN_H
@@ -39,7 +39,7 @@
 struct keepplan;
 
 /* A key accessed more often than this per cycle is left out of the plan
- * (the cache ranks it by next use, as before). */
+ * (the cache ranks it by next use, as without a plan). */
 #define KEEPPLAN_MAX_OCCUR 8
 
 enum keepplan_verdict {
@@ -63,8 +63,8 @@ struct keepplan_stats {
 int keepplan_build(const uint64_t *keys, const uint8_t *writes, size_t n, const uint8_t *ondisk,
 		   size_t budget, struct keepplan **out);
 
-/* The tail plan, for steps with idle disks between them (fs/cache.c, "Idle
- * disk"): the BUDGET disk keys written last before the cycle's longest
+/* The tail plan, for steps with idle disks between them (fs/cache/idle.c):
+ * the BUDGET disk keys written last before the cycle's longest
  * run of accesses to non-disk keys (the backward pass writing gradients
  * in RAM) are kept, every other candidate drops. Those writes then wait in
  * RAM for the idle stretch instead of holding up the update's last

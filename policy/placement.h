@@ -1,7 +1,8 @@
 /*
  * policy/placement.h — which tier a block of a file goes to.
  *
- * Pure decisions, no I/O: the FUSE layer asks, then allocates on the tier.
+ * Pure decisions, no I/O: the daemon asks (fs/ops.c for a file's rule,
+ * fs/cache/slots.c for a block's tier), then allocates on the tier.
  *   - rules: the first [rule] whose glob matches the file's path names the
  *     tier (and whether the file is persistent);
  *   - stripe: otherwise block i of a file goes to the stripe tier chosen by

@@ -28,7 +28,7 @@ static bool sets_aside(const struct fs *fs, const struct inode *in)
  * and the next commit records it (a remount keeps it). A range that does
  * not fit in the free space gets ENOSPC at once, as on ext4; if the space
  * runs out on the way (another file took it), the slots this call took are
- * given back. Lock held (assign_durable may drop it to commit). */
+ * given back. Lock held (slot_assign may drop it to commit). */
 static int reserve_range(struct fs *fs, struct inode *in, uint64_t first, uint64_t last)
 {
 	tfs_assert_held(&fs->lock);
@@ -42,7 +42,7 @@ static int reserve_range(struct fs *fs, struct inode *in, uint64_t first, uint64
 		if (!need)
 			return 0;
 		/* Slots freed but not yet committed count, and those of the
-		 * copies being written back: assign_durable commits (after
+		 * copies being written back: slot_assign commits (after
 		 * waiting for those) to get them back. */
 		uint64_t used, total;
 		fs_durable_slots(fs, &used, &total);
@@ -78,7 +78,7 @@ static int reserve_range(struct fs *fs, struct inode *in, uint64_t first, uint64
 	}
 	if (rc)
 		for (uint64_t k = 0; k < n; k++) {
-			/* A commit may have recorded it already (assign_durable
+			/* A commit may have recorded it already (slot_assign
 			 * commits when it finds no room): freed by the next. */
 			struct blk *b = fs_blk(in, took[k]);
 			if (!b->ce && fs_blk_unwritten(b)) {

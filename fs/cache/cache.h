@@ -7,7 +7,8 @@
  * buffers (no copy in the daemon), writes are copied into them and
  * complete at once. Dirty entries are written back by the flusher in the
  * background, by fsync, and at unmount, each to a new slot (never over the
- * durable copy a crash may still need); the block map that names the new
+ * durable copy a crash may still need, but where the tier has no free slot
+ * at all: fs/cache/writeback.c); the block map that names the new
  * slot is committed to LMDB afterwards.
  *
  * Blocks whose home is the RAM tier (a rule or pin naming it) stay in RAM
@@ -18,10 +19,10 @@
  * Where each part lives: fs/cache/entry.c (entries, LRU lists), reclaim.c
  * (the victim and the wait for RAM), horizon.c (what a learned order keeps
  * dirty), idle.c (the time between steps), slots.c (durable slots),
- * data.c and alloc.c (the operations), prefetch.c and writeback.c (tier
- * I/O), commit.c and sync.c (LMDB commits, fsync), pin.c, flusher.c (the
- * background threads), init.c. State: fs/cache/state.h. Locks:
- * fs/lock.h.
+ * data.c and alloc.c (the operations), prefetch.c (read-ahead and the
+ * prefetcher thread), writeback.c (write-back I/O), commit.c and sync.c
+ * (LMDB commits, fsync), pin.c, flusher.c (the flusher and committer
+ * threads), stats.c, init.c. State: fs/cache/state.h. Locks: fs/lock.h.
  */
 #ifndef TIERFS_CACHE_H
 #define TIERFS_CACHE_H
@@ -100,13 +101,13 @@ void cache_rehome(struct fs *fs, struct inode *in);
 /* Whether no request has touched a disk-homed block, nor the persistent
  * tiers had I/O, for a while (cache_idle_after), so background I/O has the
  * disks to itself until the next request (learned order and a tail plan
- * only; cache.c "Idle disk"). Lock held. */
+ * only; fs/cache/idle.c). Lock held. */
 bool cache_disk_idle(struct fs *fs);
 /* How long a stretch without disk requests lasts before it is put to work
- * (cache.c, "Idle disk"), ns. Lock held. */
+ * (fs/cache/idle.c), ns. Lock held. */
 uint64_t cache_idle_after(const struct fs *fs);
 /* The longest idle stretch of the learned step that a background commit
- * must fit in (cache.c commit_fits), ns; 0 if none yet. Lock held. */
+ * must fit in (commit_fits, fs/cache/flusher.c), ns; 0 if none yet. Lock held. */
 uint64_t cache_commit_gap(const struct fs *fs);
 /* In an idle stretch being worked: whether it has just finished its work
  * and turned gap mode on, so that read-ahead may now take more RAM. Lock
@@ -119,9 +120,8 @@ void cache_replan(struct fs *fs);
  * (keep_horizon's budget), less what requests (a block per block size
  * their up to 1 MiB spans) and read-ahead hold beyond that. Promised more,
  * the cache wrote kept blocks back for waiters every step, the last
- * written first (whole neighbouring sub-groups at 256 KiB blocks, 40 of
- * 304 blocks on the bench with two paths), and the plan's even spread was
- * lost. Lock held. */
+ * written first (whole neighbouring sub-groups at large blocks), and the
+ * plan's even spread was lost. Lock held. */
 uint64_t cache_plan_budget(struct fs *fs);
 /* Re-predict every cached block from a newly learned cycle. Lock held. */
 void cache_restamp(struct fs *fs);
@@ -135,7 +135,8 @@ int fs_block_tier(struct fs *fs, const struct blk *b);
 
 /* For the prefetcher: start loading block IDX of IN if it is not
  * cached and a slot can be had without evicting anything needed before
- * NEED_AT (UINT64_MAX: free slots only, evict nothing). Lock held (dropped
+ * NEED_AT (UINT64_MAX: free slots only, evict nothing, unless no order is
+ * learned: then read-ahead's own LRU victim, readahead_victim). Lock held (dropped
  * while submitting). Returns 1 if started, 0 if not worth it, -ENOSPC if
  * every block in RAM is needed before NEED_AT (so also before any later
  * time, until the lock is dropped), -errno. */

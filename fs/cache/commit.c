@@ -74,7 +74,7 @@ static uint64_t map_bytes(const struct inode *in)
 /* Give back the memory of inodes the kernel has forgotten: their block
  * maps, and the inodes themselves where nothing about them is owed. Every
  * inode once looked up stayed in the table with its map for the life of
- * the mount: 17 KiB for each small file ever touched (t_inodemem). The
+ * the mount: a map chunk and more for each small file ever touched. The
  * next use loads them again from LMDB. After a good commit, lock held: a
  * map is dropped only when LMDB has all of it. Returns the heap bytes
  * freed. */
@@ -111,12 +111,10 @@ static uint64_t inode_sweep(struct fs *fs)
 	return freed;
 }
 
-/* Heap bytes the sweeps gave back since the last malloc_trim. Under
- * fs->commit.lock. */
 /* The maps are small heap blocks: freed, they stay in the daemon's RSS,
  * and a burst of new files (whose maps live until their first commit) left
- * the RSS at its peak, 2-7 KiB per file in t_inodemem instead of the 0.5 KiB
- * an inode that stays costs. Past this many freed bytes, the heap's free
+ * the RSS at its peak, several times what an inode that stays costs per
+ * file. Past this many freed bytes (commit.swept_bytes), the heap's free
  * pages go back to the system. */
 #define TRIM_BYTES (8ull << 20)
 
@@ -125,10 +123,10 @@ static uint64_t inode_sweep(struct fs *fs)
  * new one has its data only in RAM (written, not written back, no older
  * durable copy): recorded, the new size would after a crash cover a hole
  * where the data was, and a file written and never fsync'd read back as
- * zeros (t_commitinterval, kill -9 between a commit and the next
+ * zeros (a kill between a commit and the next
  * write-back). A file that shrank takes its new size with the deletions of
- * the blocks it cut, whatever else (t_truncrash); either way the size is
- * one the file really had (t_smallcrash). Volatile files (a rule's
+ * the blocks it cut, whatever else; either way the size is
+ * one the file really had. Volatile files (a rule's
  * persistent = no) never reach a tier, and keep their size. Lock held. */
 static uint64_t durable_size(const struct fs *fs, const struct inode *in)
 {
@@ -148,7 +146,8 @@ static uint64_t durable_size(const struct fs *fs, const struct inode *in)
 	return size;
 }
 
-/* Add the N slots a commit freed to fs->commit.held. fs->commit.lock held. */
+/* Add the N slots a commit freed to fs->commit.held. fs->commit.lock and
+ * fs->lock held. */
 static int hold(struct fs *fs, const struct freed_slot *freed, size_t n)
 {
 	tfs_assert_held(&fs->lock);
@@ -276,7 +275,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 	 * must be durable before the map names them: after a power failure
 	 * the map would hold the new checksum over a slot the disk never
 	 * got, and the block, whose old copy was intact, would read as an
-	 * I/O error (t_powercut). A sync that fails here keeps the records
+	 * I/O error. A sync that fails here keeps the records
 	 * for the next try; the old copies stay in the map meanwhile. An
 	 * fsync has synced them already, as a rule: its own sync round,
 	 * outside fs->commit.lock, is shared with the other fsyncs of the

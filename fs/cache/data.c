@@ -19,8 +19,9 @@
 #define READAHEAD_PER_TIER 8
 
 /* Sequential reads of blocks on persistent tiers: start loading the next
- * blocks now, into free RAM only, so every tier of the stripe is busy while
- * the reader works through what it has (a reader alone keeps ~8 requests in
+ * blocks now, into free RAM or in place of the least recently used clean
+ * block (never one read ahead: readahead_victim), so every tier of the stripe is busy while
+ * the reader works through what it has (a reader alone keeps a handful of requests in
  * flight through FUSE, too few to drive several devices). Once the access
  * order is learned, the prefetcher does this job better. Lock held. */
 static void read_ahead(struct fs *fs, struct inode *in, uint64_t first, uint64_t last)
@@ -210,9 +211,9 @@ int data_write_locked(struct fs *fs, struct inode *in, uint64_t off, const char 
 			fs_kill_setid(&in->attr);
 		in->attr_dirty = true;
 	}
-	/* dirty_over still wakes the flusher with a learned order: it then
+	/* wb_dirty_over still wakes the flusher with a learned order: it then
 	 * finds what is due ahead of reclaim (waking it only for due blocks
-	 * cost 4 points of hit ratio on the bench); the horizon it checks is
+	 * cost hit ratio: reclaim found them still dirty); the horizon it checks is
 	 * cached (wb_horizon), so a wake is a bounded scan. */
 	if (due || wb_dirty_over(fs))
 		pthread_cond_signal(&fs->cache.flusher_cond);
@@ -235,7 +236,7 @@ int cache_write(struct fs *fs, struct inode *in, uint64_t off, const char *buf, 
 }
 
 /* Drop the data of blocks FROM to TO (exclusive). Lock held; the caller
- * zeroed a partial block at either end through write_locked. KEEP_EMPTY
+ * zeroed a partial block at either end through data_write_locked. KEEP_EMPTY
  * (fallocate's zero range): a slot that holds nothing committed of the
  * block stays, set aside as unwritten. A slot with committed bytes goes
  * all the same: written over in place before the commit that marks it
@@ -331,7 +332,7 @@ int cache_resize(struct fs *fs, struct inode *in, uint64_t size)
 	int rc = resize_locked(fs, in, size);
 	if (!rc && size == 0) {
 		/* The bytes they stood for are no longer the file's (every
-		 * write-back of them has ended: drop_blocks waited). */
+		 * write-back of them has ended: data_drop_blocks waited). */
 		in->wb_err = 0;
 		memset(in->wb_first, 0, sizeof(in->wb_first));
 		memset(in->wb_last, 0, sizeof(in->wb_last));

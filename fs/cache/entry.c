@@ -28,7 +28,7 @@ void cache_wake(struct fs *fs)
 		pthread_cond_signal(&fs->cache.reclaim_cond);
 }
 
-/* The list E belongs on, by its write-back state (fs.h: lru_head). */
+/* The list E belongs on, by its write-back state (cache.lru_head). */
 static uint8_t lru_state_of(const struct centry *e)
 {
 	return e->flushing ? LRU_FLUSHING : e->dirty ? LRU_DIRTY : LRU_CLEAN;
@@ -408,7 +408,7 @@ int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
 		/* Load (or zero) outside the lock; others wait on CE_LOADING.
 		 * A new entry for a write stays so until the write's bytes
 		 * are in (write_filled): until then its slot holds another
-		 * block's bytes (t_landing, 256 KiB blocks) or zeros where the
+		 * block's bytes (a slot used before) or zeros where the
 		 * write goes, neither of which a reader may get. */
 		e->state = CE_LOADING;
 		if (mode == GET_WRITE_FULL) {
@@ -469,8 +469,8 @@ void entry_put(struct fs *fs, struct centry *e)
 
 /* Wait on fs->cond for an entry nobody holds: entry_put announces the last
  * reference only to counted waiters. Without the count, an fsync waiting
- * for a reader's reference hung once no other event came (t_concurrent,
- * ASan build, about 1 run in 40). Lock held. */
+ * for a reader's reference hung once no other event came (a rare race,
+ * seen under the sanitizers' slowdown). Lock held. */
 void entry_wait_unreferenced(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);

@@ -2,9 +2,10 @@
  * fs/cache/flusher.c — the flusher and committer threads.
  *
  * The flusher writes dirty blocks back in the background: without a
- * learned order, while more is dirty than dirty_ratio allows or a block
- * has been dirty for flush_interval; with one, those past the write-back
- * horizon (fs/cache/horizon.c). The committer commits the maps of
+ * learned order, while more is dirty than dirty_ratio allows, and a
+ * queue's worth of the oldest every flush_interval; with one, those past
+ * the write-back horizon (fs/cache/horizon.c), and all of them in an idle
+ * stretch (fs/cache/idle.c) or a quiet period. The committer commits the maps of
  * finished write-backs so that the flusher never waits on the metadata
  * disk, and, with a learned order, waits for an idle stretch long enough
  * to hold the commit (commit_fits) rather than stall a step.
@@ -53,8 +54,8 @@ static bool wb_due(struct fs *fs, struct centry *e, bool learned, uint64_t horiz
  * written, it drifts to the LRU tail while the cycle's blocks are touched
  * every step, so a bounded walk from the tail finds it. Overdue predictions
  * are left to victim_farthest(): pipelined ranks make kept blocks late often
- * enough that writing every late one back here cost 4 points of hit ratio
- * on the bench. Lock held. */
+ * enough that writing every late one back here cost hit ratio. Lock
+ * held. */
 static struct centry *stray_dirty(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
@@ -78,10 +79,10 @@ static bool quiet_since(struct fs *fs, uint64_t tick_clock)
 /* Ask the committer for a commit of the block maps of the write-backs
  * finished so far. The flusher used to commit itself after each round of
  * write-backs: a commit syncs the metadata file, and on a disk busy with
- * the step's I/O that stalled the disk. On the bench's VM (disk capped at
- * 400 MB/s) each commit took 150-330 ms, in which the disk completed
- * nothing; the update phase made 10-12 of them a step and took 6.5 s
- * instead of 5.5 s. A background commit is owed to no one (fsync, syncfs
+ * the step's I/O that stalled the disk: on a capped disk each commit took
+ * a good part of a second, in which the disk completed nothing, and the
+ * update phase made many of them a step and took markedly longer. A
+ * background commit is owed to no one (fsync, syncfs
  * and unmount commit themselves): it only bounds what a crash loses of data
  * never made durable, as ext4's commit= does. Lock held. */
 static void commit_soon(struct fs *fs)
@@ -105,8 +106,8 @@ static void commit_soon(struct fs *fs)
  * gap mode an update phase opens with reads the idle stretch fetched into
  * RAM, so the tiers idle while the step has begun: a commit due then took
  * that for a quiet moment and stalled the step's first disk reads (the
- * bench: 0.7 commits a step in update phases in some runs, 6.2-6.4 s steps
- * against 4.9-5.1 s in runs without). Lock held. */
+ * runs where commits so landed in update phases had markedly slower
+ * steps than those without). Lock held. */
 static bool tiers_quiet(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
@@ -134,12 +135,12 @@ uint64_t cache_commit_gap(const struct fs *fs)
  * stretches of the learned step (cache_commit_gap). With the update phases back
  * to back the only stretch is the fraction of a second in which the
  * application makes its gradients, and a commit that took longer than
- * that ran on into the next update phase, where it stalled the disk (the
- * bench: 0.3-0.8 s commits against 0.3-0.4 s stretches, 0.3-0.7 of them a
- * step). Such a commit waits the longest wait at once, six intervals, the
- * bound commit_interval promises, and then goes forced (with the doubling
- * of the wait alone, commits came three times as often for the first half
- * minute). Without a learned order, before any quiet commit, or before
+ * that ran on into the next update phase, where it stalled the disk (a
+ * commit often outlasts such a stretch). Such a commit waits the longest
+ * wait at once, COMMIT_WAIT_MAX intervals, the bound commit_interval
+ * promises, and then goes forced (with the doubling of the wait alone,
+ * commits came several times as often at first, until the wait had
+ * grown). Without a learned order, before any quiet commit, or before
  * two requests for disk blocks were seen, any quiet moment does; a
  * stretch measured as 0 (the tiers busy at every request) holds none.
  * Lock held. */
@@ -155,7 +156,7 @@ static bool commit_fits(const struct fs *fs)
  * does not count). A due commit waits for a moment when the persistent
  * tiers are idle: the time a training step spends in forward and backward
  * leaves them so, and a commit there stalls nothing, where one in an
- * update phase stalled the disk for up to 1.3 s on the bench's VM. It
+ * update phase stalled the disk for as long as it ran. It
  * waits up to one more interval; one that had to go without doubles that
  * wait for the next, up to COMMIT_WAIT_MAX intervals, and one that found
  * its moment sets it to a quarter more than it took (at least an
@@ -163,7 +164,7 @@ static bool commit_fits(const struct fs *fs)
  * them: a commit due 5 s into an 8 s step would otherwise go at 10 s, in
  * the middle of the next update phase, about one step in three. The
  * window in which data never fsync'd may be lost to a power failure is
- * then up to seven intervals (35 s by default), as the kernel's own
+ * then up to seven intervals, as the kernel's own
  * write-back of dirty pages allows (30 s). A request made while a commit
  * runs gets one more commit after it: a write-back finished meanwhile may
  * have missed that one. On stop it leaves what is pending to the
@@ -264,7 +265,7 @@ static void *flusher_main(void *arg)
 		bool tick = false, quiet = false;
 		if (!reclaim && !pressure) {
 			/* With a learned order, wake when the disks fall idle
-			 * too ("Idle disk"), unless they are already. */
+			 * too (fs/cache/idle.c), unless they are already. */
 			uint64_t wait = fs->conf.flush_interval_ms * 1000000ULL, idle_in = 0;
 			if (learned && fs->eng.tail_plan && fs->idle.disk_demand_ns &&
 			    !fs->idle.idle_from_ns) {
@@ -327,10 +328,10 @@ static void *flusher_main(void *arg)
 			 * only while less than wb_kept_limit() is under way: that
 			 * will free a slot soon enough, and a kept block written for a
 			 * waiter is then read from RAM and rewritten, a disk write
-			 * for nothing. Filling the queue with them cost 135 disk
-			 * writes per step on the bench (1 rank); one per waiter
-			 * still cost 0.06-0.16 GB of writes per step, on the disk
-			 * channel that bounds the update phase. */
+			 * for nothing. Filling the queue with them cost many disk
+			 * writes per step; one per waiter still cost a share of
+			 * the step's writes, on the disk channel that bounds the
+			 * update phase. */
 			unsigned limit = max;
 			bool kept = learned && reclaim && !due;
 			if (kept)

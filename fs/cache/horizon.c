@@ -103,11 +103,11 @@ uint64_t cache_plan_budget(struct fs *fs)
  * due for write-back. Left out of the kept set are a slot for each
  * write-back in flight, so that reclaim finds write-backs already under
  * way, and one for each FUSE worker, which may need one for the request it
- * serves. With only the first, on the bench with a fast disk, reads that
- * missed waited for a write-back to free a slot: the update phase took 9%
- * longer, with 0.03 GB more reads and 0.05 GB fewer writes per step. Those
- * writes cost 2-3% where the disk's write bandwidth bounds the step (1 rank,
- * disk capped at 400 MB/s); with 4 ranks there it is a wash. Lock held. */
+ * serves. With only the first, with a fast disk, reads that missed waited
+ * for a write-back to free a slot: the update phase took longer, with a
+ * few more reads and fewer writes per step. Those writes cost a little
+ * where the disk's write bandwidth bounds the step (one rank, a capped
+ * disk); with several ranks there it is a wash. Lock held. */
 static uint64_t keep_horizon(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
@@ -150,11 +150,11 @@ bool tiers_reads_idle(struct fs *fs)
  * writes in it, while that is WB_STALL_GROW or more, and shrinks by a
  * sixteenth in a cycle with fewer stalls than bursts. In between it holds:
  * the pipelined order stalls one or two per burst whatever the reserve
- * (the bench: about 150 a step), and growing by one a cycle there took
+ * (many a step), and growing by one a cycle there took
  * RAM from the kept set step after step. At most half the room: where
- * the disk's writes bound the step, stalls stay whatever the reserve (in
- * one run on a 16-core machine, capped at three quarters of the room, it
- * grew to 224 blocks of 234 while the steps went from 5.1 s to 5.7 s).
+ * the disk's writes bound the step, stalls stay whatever the reserve
+ * (capped at three quarters of the room, it grew to nearly all of that
+ * while the steps grew slower).
  * Lock held. */
 static void wb_reserve_adjust(struct fs *fs, uint64_t now)
 {
@@ -215,9 +215,8 @@ bool wb_due_learned(struct fs *fs, const struct centry *e, uint64_t horizon)
  * nothing); what it buys is a slot freed soon. With 1 MiB blocks one in
  * flight keeps the disk busy; with small blocks one at a time runs at the
  * latency of a request, far below the disk's bandwidth, and waiters queue
- * behind it (a 512 MiB replay with 256 MiB of RAM, update steps: 16 KiB
- * blocks 4.5-4.8 s at one, 2.6-2.9 s at this limit; 64 KiB blocks
- * 2.9-3.4 s, 1.8-2.0 s). */
+ * behind it (with small blocks, update steps took over half as long again
+ * at one as at this limit). */
 unsigned wb_kept_limit(const struct fs *fs, unsigned max)
 {
 	uint64_t n = fs_request_blocks(fs);

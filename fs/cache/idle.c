@@ -12,14 +12,14 @@
  * until the idle stretch, and then a head read, takes a block off each of
  * those one-sided phases: two blocks of time, where a block the keep plan
  * keeps takes a read and a write off the middle, in which the two sides
- * overlap, worth about 1.25 (tests/unit/test_keepplan.c works both out).
+ * overlap, and is worth less than two (the model of a pipelined update).
  *
  * So the cache watches for stretches with no request for a disk-homed
  * block and no I/O on a persistent tier (DISK_IDLE_NS): in one, the flusher
  * writes everything back and the prefetcher reads ahead past the gradient
  * writes, into RAM taken from the blocks needed last. Requests alone do not
- * tell: inside an update phase the ranks' requests stop for tens of ms at
- * a time, up to a second while a metadata sync stalls the disk, with reads
+ * tell: inside an update phase the ranks' requests stop for short whiles,
+ * longer while a metadata sync stalls the disk, with reads
  * and write-backs still under way, and working those pauses costs hits.
  * Once a stretch has been
  * seen to finish both before the next request (within the last cycle and
@@ -27,7 +27,7 @@
  * (policy/keepplan.h) instead of the keep plan, so that the last writes
  * before the backward pass stay dirty in RAM and every other block is
  * written back as soon as it is written. A stretch too short for that
- * (update phases back to back, as `make bench` runs them by default)
+ * (update phases back to back, as a benchmark without compute runs them)
  * leaves the keep plan in charge.
  *
  * A stretch too short to finish its work did not pay for it: the blocks
@@ -95,10 +95,10 @@ static bool idle_done(const struct fs *fs)
  * the persistent tiers sustained while busy so far (their stats), or 0
  * before they have any. A stretch that finished the work of the keep plan
  * (what is dirty outside gap mode, and read-ahead into free RAM) may be
- * too short for that: with the update phases back to back and two paths,
- * the first 0.6 s stretch did it, the next step ran in gap mode, and the
- * stretch after it ended short (the bench: that step took 4.0-4.3 s, the
- * steps around it 2.6-2.9 s). Lock held. */
+ * too short for that: with the update phases back to back, the first
+ * short stretch did it, the next step ran in gap mode, the stretch after
+ * it ended short, and that step took half as long again as the steps
+ * around it. Lock held. */
 static uint64_t gap_work_ns(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
@@ -151,9 +151,9 @@ static void idle_ended(struct fs *fs, uint64_t clock, uint64_t now)
 		return;
 	}
 	/* A metadata commit in the stretch held the tiers (its sync stalls
-	 * the disk, up to 2.5 s on the bench's VM): the stretch says nothing
-	 * of whether the gaps hold the work. Judged on it, a 2.9 s gap of the
-	 * bench that a 2.2 s commit had taken turned gap mode off for good
+	 * the disk, for seconds on a slow one): the stretch says nothing
+	 * of whether the gaps hold the work. Judged on it, a gap that a
+	 * commit had mostly taken turned gap mode off for good
 	 * (auto's threshold went past the gaps). */
 	uint64_t c0 = atomic_load(&fs->commit.began_ns), c1 = atomic_load(&fs->commit.ended_ns);
 	bool commit_in = c0 > c1 || c1 > from;
@@ -161,8 +161,8 @@ static void idle_ended(struct fs *fs, uint64_t clock, uint64_t now)
 	 * only what was left of it for its own work, after the keep plan's:
 	 * the stretch says nothing of whether a whole one holds that work
 	 * either. Judged on it, the first stretch in gap mode that ended
-	 * short turned gap mode off for good, 2 runs in 8 on the bench with
-	 * 2.9 s gaps (every later step 5.4-5.5 s against 4.9-5.0 s). */
+	 * short turned gap mode off for good in some runs, and every later
+	 * step was slower. */
 	bool came_on = fs->idle.gap_mode && fs->idle.gap_on_ns > from;
 	if (commit_in || came_on) {
 		/* Unjudged: gap mode stays as it was. */
@@ -198,13 +198,13 @@ static void gap_mode_set(struct fs *fs, bool gap)
 /* The first stretch to finish its work turns gap mode on at once, not at
  * the request that ends it: outside gap mode read-ahead leaves the keep
  * plan's blocks alone, so that stretch read ahead less, and the first
- * step in gap mode began with half its first reads still on disk (the
- * bench: its update phase 0.5 s longer than the next ones'). Only where
+ * step in gap mode began with half its first reads still on disk (its
+ * update phase visibly longer than the next ones'). Only where
  * the gaps are long enough for gap mode's own work (gap_fits), though: the
  * longest seen lately between requests for disk blocks, or this stretch
  * once it lasts that long. A stretch that held just the keep plan's work,
- * as 0.6 s did on two paths with the update phases back to back, turned it
- * on, read-ahead took the kept blocks' RAM, and the next step ran 1.3 s
+ * as short ones do with the update phases back to back, turned it
+ * on, read-ahead took the kept blocks' RAM, and the next step ran much
  * longer. */
 bool cache_idle_progress(struct fs *fs)
 {
@@ -242,12 +242,12 @@ static uint64_t tiers_idle_take(struct fs *fs)
  * one is learned), for cache_idle_progress and commit_fits. A request
  * still being served (waiting for RAM, or for a commit's sync) ends no
  * stretch: counted, a step stalled on a commit looked like an idle stretch
- * that holds one (with fsyncs of 300 ms, every commit of a step with 50 ms
+ * that holds one (with slow fsyncs, every commit of a step with short
  * pauses went in such "stretches", and each made the next). A stretch
  * counts for as long as the tiers went without I/O in it, as I/O would
  * share the disk with a commit: the longest such time, not only the one
  * at its end (a mount idle for flush_interval writes back what it kept,
- * and a 2 s pause counted as the 0.5 s after that write-back). I/O that
+ * and a long pause counted as only the part after that write-back). I/O that
  * a commit run wholly in the stretch held up is no sign that it did not
  * fit, so such a stretch counts from the commit's start at least. Lock
  * held. */
@@ -278,7 +278,7 @@ static void gap_seen(struct fs *fs, uint64_t now)
 
 /* A request touches IN's blocks: a disk-homed IN ends an idle stretch, and
  * the stretch's outcome sets gap mode. Returns whether the request counts
- * as one being served until disk_demand_done. Lock held. */
+ * as one being served until idle_disk_demand_done. Lock held. */
 bool idle_disk_demand(struct fs *fs, const struct inode *in)
 {
 	tfs_assert_held(&fs->lock);
@@ -301,7 +301,7 @@ bool idle_disk_demand(struct fs *fs, const struct inode *in)
 	return true;
 }
 
-/* The request that disk_demand counted (COUNTED) is served: the last one
+/* The request that idle_disk_demand counted (COUNTED) is served: the last one
  * being served starts a stretch. Lock held. */
 void idle_disk_demand_done(struct fs *fs, bool counted)
 {

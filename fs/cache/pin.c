@@ -20,7 +20,7 @@ static int move_unwritten(struct fs *fs, struct inode *in, uint64_t idx, int tie
 	if (tier != fs->ram && (slot = tier_alloc(fs->tiers[tier])) < 0)
 		return 0;
 	/* The record's change is queued before the old slot is freed, as in
-	 * drop_blocks. */
+	 * data_drop_blocks. */
 	int rc = commit_pend_add(fs, in->ino, idx);
 	if (rc) {
 		if (slot >= 0)
@@ -68,7 +68,7 @@ int cache_pin(struct fs *fs, struct inode *in, int tier)
 		if (tier == fs->ram) {
 			if (b->tier != TIER_NONE) {
 				/* The record's removal is queued before its slot
-				 * is freed, as in drop_blocks. */
+				 * is freed, as in data_drop_blocks. */
 				if ((rc = commit_pend_add(fs, in->ino, i))) {
 					entry_put(fs, e);
 					break;

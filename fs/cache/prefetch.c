@@ -1,7 +1,8 @@
 /*
  * fs/cache/prefetch.c — read-ahead I/O: loading a block into RAM before a request
  * asks for it, along the learned order or behind a sequential reader,
- * without evicting anything needed sooner than the block itself.
+ * without evicting anything needed sooner than the block itself (behind a
+ * reader, with no order learned: nothing itself read ahead).
  *
  * Locking: fs/lock.h.
  */
@@ -48,7 +49,7 @@ static void prefetch_done(struct tier_io *io)
  * unread (read-ahead must not evict read-ahead). A streaming reader's
  * blocks, read once, are the first to go; without this, read-ahead stopped
  * once RAM was full, and a cold read of a file striped over the disk and a
- * capped second tier ran with the reader's own ~8 requests in flight. Lock
+ * capped second tier ran with the reader's own few requests in flight. Lock
  * held. */
 static struct centry *readahead_victim(struct fs *fs)
 {

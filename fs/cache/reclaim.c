@@ -27,8 +27,8 @@ bool entry_evictable(struct fs *fs, const struct centry *e, bool allow_pinned)
  * not: on the clean list some are held by requests or still loading, on
  * the dirty list (kept_over_due) most are not due. Walks that counted only
  * the entries they could take once went through the whole cache, under
- * fs->lock, on every miss: with 16 Ki blocks of RAM the update phase ran
- * at 51 MB/s instead of 440. A walk that finds nothing within it leaves
+ * fs->lock, on every miss: with a large RAM tier the update phase ran at
+ * a fraction of the disk's speed. A walk that finds nothing within it leaves
  * the caller to wait for a write-back; entry_alloc walks the whole clean
  * lists only before giving up. */
 #define VICTIM_VISIT (4 * VICTIM_SCAN)
@@ -47,8 +47,8 @@ bool entry_evictable(struct fs *fs, const struct centry *e, bool allow_pinned)
  * step's last sub-groups stay while other clean blocks, read only in the
  * next step (and taken by the gap's read-ahead anyway), go first. When
  * they went first, whatever the update's last iterations needed took them,
- * and the last sub-group's writes waited for the disk (the bench: in two
- * steps of three, 0.6-0.7 s where the third took 0.04 s). */
+ * and the last sub-group's writes waited for the disk, in most steps
+ * where they should have taken no time. */
 static uint64_t entry_next_read(const struct fs *fs, const struct centry *e, uint64_t stale)
 {
 	uint64_t t = e->next_read;
@@ -67,7 +67,7 @@ static uint64_t entry_next_read(const struct fs *fs, const struct centry *e, uin
  * block pays until its next read (a dead one never), a dirty block until its
  * next access of any kind, since an overwrite makes its write-back moot. A
  * dirty block read, then overwritten within a sub-group, is thus kept, not
- * written back for nothing in between. STALE as for next_read_of.
+ * written back for nothing in between. STALE as for entry_next_read.
  *
  * A block written since its last read, whose next access reads it, stays
  * in RAM until then only if the keep plan (policy/keepplan.h) keeps it: the
@@ -76,7 +76,7 @@ static uint64_t entry_next_read(const struct fs *fs, const struct centry *e, uin
  * stayed was an accident of when RAM came free (neighbouring sub-groups),
  * and a pipelined update saved no time with them.
  *
- * In gap mode (see "Idle disk") the plan is the tail plan, and a dirty
+ * In gap mode (fs/cache/idle.c) the plan is the tail plan, and a dirty
  * block it drops is due at once. */
 uint64_t entry_keep_until(const struct fs *fs, const struct centry *e, uint64_t stale)
 {
@@ -148,10 +148,10 @@ static struct centry *victim_lru(struct fs *fs, uint64_t visit)
 }
 
 /* Outside gap mode the keep plan's blocks are the last victims, and never
- * read-ahead's: an idle stretch writes them back ("Idle disk"), and once
+ * read-ahead's: an idle stretch writes them back (fs/cache/idle.c), and once
  * clean they were taken like any other, for read-ahead (a disk read for a
  * disk read) and for misses, where dirty they had waited for a write-back
- * (`make bench`: 3-4 points of hit ratio, 5% slower, three pairs). */
+ * (a lower hit ratio, and slower steps). */
 static bool entry_evictable_unkept(struct fs *fs, const struct centry *e, bool allow_pinned)
 {
 	return entry_evictable(fs, e, allow_pinned) && e->plan != KEEPPLAN_KEEP;
@@ -170,7 +170,7 @@ struct centry *victim_pick_before(struct fs *fs, uint64_t need_at)
 	if (fs->eng.learned) {
 		uint64_t stale = engine_stale_before(fs);
 		/* Outside gap mode the keep plan's blocks go last, and never
-		 * for read-ahead (evictable_unkept). */
+		 * for read-ahead (entry_evictable_unkept). */
 		bool spare = fs->eng.tail_plan && !fs->idle.gap_mode;
 		for (int pass = spare ? -1 : 0; pass < 2; pass++) {
 			bool (*ok)(struct fs *, const struct centry *, bool) =
@@ -242,10 +242,10 @@ static bool victim_farther_dirty(struct fs *fs, uint64_t after)
  * when the cycle is learned are clean, left there by LRU, and each reclaim
  * took one of them while the step's own write-backs were still under way:
  * by the end of that step none was left, and the kept set formed anew from
- * its blocks. With 4 ranks on the bench that step read 0.22-0.25 of its
- * bytes from RAM against 0.32 in later steps; with this, 0.31-0.34.
- * Waiting so for every kept clean block, not only those, read 0.04 GB less
- * and wrote 0.08 GB more per step in the steady state (1 rank). Lock held. */
+ * its blocks. That step read a clearly smaller share of its bytes from
+ * RAM than later steps; with this, about the same share. Waiting so for
+ * every kept clean block, not only those, saved fewer reads than it added
+ * writes per step in the steady state. Lock held. */
 static bool kept_over_due(struct fs *fs, const struct centry *v)
 {
 	tfs_assert_held(&fs->lock);
@@ -269,20 +269,18 @@ static bool kept_over_due(struct fs *fs, const struct centry *v)
 
 /* Whether the tier that clean V would be read back from has no read in
  * flight. Waiting for a farther block's write-back instead of evicting V
- * (farther_dirty, kept_over_due) saves a read of V later, and pays while
+ * (victim_farther_dirty, kept_over_due) saves a read of V later, and pays while
  * reads fill that time. With the tier's reads idle, every request is
  * waiting for RAM, and the wait only turns the disk's write time into
  * the step's: DeepSpeed without its pipeline (the default) reads a
  * sub-group, then writes it, and with the wait each write waited for the
- * write-back of one before while the disk read nothing (the bench,
- * `BENCH_PIPELINE=off`: 8.5-9.3 s update phases once the order was
- * learned, against 5.8-6.3 s before it; reads and writes each busy 47%
- * of the time). Evicting V there instead: 7.8-7.9 s. In DeepSpeed's
- * pipelined order, where the wait holds up a read stream while the
- * writes go on, reads are in flight and nothing changes (5.1 s against
- * 5.2 with 1 rank, 5.2 s either way with 4; the same hit ratio). Never
- * waiting at all cost 10 points of hit ratio with 4 ranks (6.0 s against
- * 5.2). */
+ * write-back of one before while the disk read nothing: update phases
+ * grew by half once the order was learned, reads and writes each busy
+ * under half of the time. Evicting V there instead won most of that back.
+ * In DeepSpeed's pipelined order, where the wait holds up a read stream
+ * while the writes go on, reads are in flight and nothing changes (the
+ * same times and hit ratio). Never waiting at all cost a large share of
+ * the hit ratio with several ranks, and time with it. */
 static bool reads_idle(struct fs *fs, const struct centry *v)
 {
 	const struct blk *b = fs_blk(v->inode, v->idx);
@@ -366,7 +364,7 @@ int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, struct cent
 			/* No write-back succeeded for writeback_timeout, and some
 			 * failed: RAM is full of blocks the tiers do not take.
 			 * Waiting longer would hang the request for as long as
-			 * the disk fails (t_wbstorm); a slow disk still
+			 * the disk fails; a slow disk still
 			 * completes write-backs and never gets here. */
 			if (now - stuck_since >
 				(uint64_t)fs->conf.writeback_timeout_ms * 1000000ULL &&

@@ -172,7 +172,7 @@ int slot_assign(struct fs *fs, struct inode *in, uint64_t idx)
 	return -ENOSPC;
 }
 
-/* Undo assign_durable for B while its slot is still unused: no entry took
+/* Undo slot_assign for B while its slot is still unused: no entry took
  * the block, nothing was written there, nothing committed. Lock held. */
 void slot_unassign(struct fs *fs, struct blk *b)
 {

@@ -114,7 +114,7 @@ struct cache {
 	/* Tiers whose shortness of slots was logged (bit per tier). */
 	uint32_t short_logged;
 	/* Per tier, write-backs in flight to a new slot whose old slot, on
-	 * that tier, is retired once they complete (cache_flush_start). */
+	 * that tier, is retired once they complete (flush_start). */
 	uint32_t moving[CONF_MAX_TIERS];
 	/* Per tier index, background write-back's back-off; and how many
 	 * tiers have retry_at set, so that the flusher's walks ask nothing
@@ -151,7 +151,7 @@ struct idle {
 	 * the learner's clock when it was seen (gap_seen), and the longest
 	 * of the two cycles before those. */
 	uint64_t disk_req_ns, gap_seen_ns, gap_seen_clock, gap_prev_ns;
-	/* Requests for disk-homed blocks being served (disk_demand);
+	/* Requests for disk-homed blocks being served (idle_disk_demand);
 	 * disk_req_ns is also set when the last of them is done. */
 	unsigned disk_reqs;
 	/* Whether gap_seen_ns or gap_prev_ns holds a measured stretch (0 ns

@@ -147,7 +147,7 @@ int cache_flush_inode(struct fs *fs, struct inode *in, bool durable)
 /* Write back every dirty block, each once: a block whose write-back fails
  * here stays dirty and is not tried again. Picking it again, as any dirty
  * block, retried it for ever while the disk failed its writes, and the
- * daemon never exited at unmount (t_wbfail). */
+ * daemon never exited at unmount. */
 int cache_flush_all(struct fs *fs)
 {
 	struct flush_batch batch = {.fs = fs};

@@ -22,8 +22,8 @@
 
 /* Background write-back to a tier that fails its writes backs off: the
  * flusher chose the block it had just failed to write again at once, and
- * retried as fast as the disk answered (tens of thousands of failed writes
- * and log lines a second, t_wbstorm). After a failure the tier's blocks
+ * retried as fast as the disk answered, a storm of failed writes and log
+ * lines. After a failure the tier's blocks
  * wait WB_BACKOFF_MIN_NS, doubled at each failure up to WB_BACKOFF_MAX_NS;
  * then one write-back (a probe) goes out, and the others wait for its
  * result. A write-back that succeeds ends the back-off: everything goes
@@ -34,7 +34,8 @@
 #define WB_BACKOFF_MAX_NS (1000 * 1000000ULL)
 
 /* How long a request for RAM waits while write-back fails and none
- * succeeds, before it gets EIO, is writeback_timeout: a disk that fails
+ * succeeds, before it gets EIO, is writeback_timeout (entry_alloc,
+ * fs/cache/reclaim.c): a disk that fails
  * for a moment must not fail writes, one that keeps failing must not hang
  * them for ever. A parallel file system's failover can take minutes. */
 /* At most one log line per tier per period for failed write-backs. */
@@ -222,9 +223,8 @@ static void flush_done(struct tier_io *io)
  * to TIER_IO_ALIGN, where EOF cuts the block (the rest is zeros, which the
  * read puts back: tiers/tier.h); 0, the whole block. A file whose size is
  * not a multiple of the block size paid a whole block's read and write
- * every step for its last one: with 4 ranks on the bench, 96 files of
- * 21.3 MiB moved 64 MiB more each way per step than their bytes (3% of
- * the step's disk I/O). The size cannot grow past the bytes written
+ * every step for its last one, a visible share of the step's disk I/O
+ * where many such files are rewritten each step. The size cannot grow past the bytes written
  * without the block itself changing: a write to it dirties it, and bytes
  * past EOF are zeros (a shrink zeroes them first), so a larger size later
  * reads zeros there either way. Lock held. */
@@ -240,13 +240,13 @@ static uint32_t durable_len(const struct fs *fs, const struct inode *in, uint64_
 
 /* Start writing back E. Lock held; returns with it held. The entry must be
  * dirty, not flushing and not being written. -EAGAIN: it no longer is
- * (assign_durable dropped the lock to commit, and a writer took E), so
+ * (slot_assign dropped the lock to commit, and a writer took E), so
  * nothing started; choose again. */
 int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch, enum tier_prio prio)
 {
 	tfs_assert_held(&fs->lock);
 	struct inode *in = e->inode;
-	/* Held across the commit assign_durable may make unlocked, so that
+	/* Held across the commit slot_assign may make unlocked, so that
 	 * E stays; a writer copying into it meanwhile shows as a reference
 	 * more. Write-back would clear the writer's dirty mark and checksum
 	 * a buffer half old, half new. */
@@ -259,9 +259,7 @@ int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch, enum
 	if (!e->dirty || e->flushing || e->refs != refs)
 		return -EAGAIN;
 	struct blk *b = fs_blk(in, e->idx);
-	/* Never over the block's durable copy: a crash between that write
-	 * and the commit of its new checksum would leave the old checksum
-	 * over new bytes, and the whole block unreadable (t_rewritecrash).
+	/* Never over the block's durable copy (why: the top of this file).
 	 * The write goes to a new slot, and the old one stays until the
 	 * commit that points the map at the new one. A block of a file
 	 * pinned elsewhere (cache_pin) moves to that tier the same way. */
@@ -271,7 +269,7 @@ int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch, enum
 		dest = in->home; /* set_pin sets home only after pin_tier */
 	/* A tier short of free slots gets them back from the commit that
 	 * retires the copies written back before it: that commit comes
-	 * first, here, as assign_durable's does for new blocks. Failing
+	 * first, here, as slot_assign's does for new blocks. Failing
 	 * that, the rewrite takes a slot of the reserve kept for new blocks
 	 * (below); with none free, it waits for copies still being written,
 	 * whose old slots are retired once they are whole, and commits
@@ -279,7 +277,7 @@ int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch, enum
 	 * commits fail): before, a tier with room for less than twice its
 	 * data ran short between commits, each copy waiting up to a commit
 	 * interval to be retired, and wrote back in place, and a kill -9
-	 * then left blocks unreadable (t_fullrewrite: 1-4 rounds in 4). */
+	 * then left blocks unreadable. */
 	bool commit_failed = false;
 	/* Bounded: fsyncs committing back to back could keep a commit
 	 * running at every look. */
@@ -298,7 +296,7 @@ int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch, enum
 		if (commit) {
 			commit_failed = commit_unlocked(fs) != 0; /* logged */
 		} else {
-			/* Every completion broadcasts (wake_all). */
+			/* Every completion broadcasts (cache_wake). */
 			tfs_cond_wait(&fs->cond, &fs->lock);
 		}
 		entry_put(fs, e);
@@ -314,7 +312,7 @@ int flush_start(struct fs *fs, struct centry *e, struct flush_batch *batch, enum
 	/* A rewrite still short of slots takes one of the reserve kept for
 	 * new blocks rather than go over its durable copy: the copy it
 	 * replaces is retired by the next commit, which a new block short
-	 * of a slot commits for (assign_durable). In place only when the
+	 * of a slot commits for (slot_assign). In place only when the
 	 * tier has no free slot at all. A block that cannot move to the
 	 * tier its file is pinned to, full, is rewritten where it is the
 	 * same way. */
@@ -371,8 +369,8 @@ void flush_batch_wait(struct fs *fs, struct flush_batch *batch)
  * or user holds it. One under way (the flusher's) is waited for first: if
  * it fails, the block is dirty again and goes out in this batch, whose
  * error the caller reports; skipped, its failure went to the flusher's
- * batch only, and an fsync returned 0 over bytes that were only in RAM
- * (t_wbfail). Lock held (dropped while waiting). */
+ * batch only, and an fsync returned 0 over bytes that were only in RAM.
+ * Lock held (dropped while waiting). */
 int flush_block(struct fs *fs, struct inode *in, uint64_t i, struct flush_batch *batch)
 {
 	tfs_assert_held(&fs->lock);
