@@ -91,7 +91,8 @@ void fs_order_id_del(struct fs *fs, const struct meta_inode *a)
 	/* Backward shift: move up each later entry of the run that may sit
 	 * in the hole, so no lookup stops early at it. */
 	size_t hole = (size_t)(s - fs->eng.oid);
-	for (size_t j = (hole + 1) & fs->eng.oid_mask; fs->eng.oid[j].id; j = (j + 1) & fs->eng.oid_mask) {
+	for (size_t j = (hole + 1) & fs->eng.oid_mask; fs->eng.oid[j].id;
+	     j = (j + 1) & fs->eng.oid_mask) {
 		size_t home = mix64(fs->eng.oid[j].id) & fs->eng.oid_mask;
 		/* j's entry may move to the hole if its home is not in (hole, j] */
 		if (((j - home) & fs->eng.oid_mask) >= ((j - hole) & fs->eng.oid_mask)) {
