@@ -2,7 +2,8 @@
  * fs/meta.h — the namespace and the per-file block maps, persisted in LMDB.
  *
  * One LMDB environment in the [mount] metadata directory, named databases:
- *   super   string key -> bytes     (block_size, next inode, format version)
+ *   super   string key -> u64       (block_size, the next inode number,
+ *                                    each tier's measured bandwidth)
  *   tiers   tier name -> u16 id     (ids are stable when the config reorders)
  *   inodes  ino -> struct meta_inode
  *   dirents (parent ino, name) -> child ino
@@ -21,6 +22,10 @@
  * (-ENOENT for a missing key). A struct meta_txn is used by one thread at
  * a time; LMDB allows one write transaction at a time (others block in
  * meta_txn_begin) and many readers.
+ *
+ * The environment and transactions are in fs/meta.c, the tables in
+ * fs/meta_super.c (super, tiers), fs/meta_ns.c (inodes, dirents, xattrs,
+ * links) and fs/meta_block.c (blocks).
  */
 #ifndef TIERFS_META_H
 #define TIERFS_META_H
@@ -34,7 +39,9 @@
 struct meta;
 struct meta_txn;
 
-/* Stored as-is (fixed layout, little-endian host); `version` guards it. */
+/* Stored as-is (fixed layout, host byte order). A field added later takes
+ * bytes that were padding, which older daemons wrote as 0: 0 must mean
+ * "none" in it. */
 struct meta_inode {
 	uint64_t ino;
 	uint64_t parent; /* directory holding its (first) name; 0 once unlinked */
