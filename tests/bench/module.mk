@@ -1,4 +1,4 @@
-# tests/bench: the update-phase benchmark (issue 3). `make bench` runs
+# tests/bench: the update-phase benchmark. `make bench` runs
 # scripts/bench.sh, which drives these binaries:
 #   tierfs-replay        DeepSpeed ZeRO-Infinity swap I/O replay + disk probe
 #   tests/bench/passfs   a FUSE passthrough stand-in for the daemon, to test
@@ -8,13 +8,16 @@
 # -fno-math-errno lets gcc vectorise sqrtf in the replay's Adam pass, as
 # DeepSpeed's CPU Adam is vectorised; the pass should not be the bottleneck.
 
+REPLAY_OBJ := $(addprefix $(BUILD)/obj/tests/bench/,replay.o replay_data.o replay_aio.o \
+		replay_rank.o replay_probe.o replay_report.o)
+
 MODULE_ALL += $(BUILD)/tierfs-replay $(BUILD)/tests/bench/passfs $(BUILD)/tests/bench/growtime
 
 $(BUILD)/obj/tests/bench/%.o: tests/bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fno-math-errno -c $< -o $@
 
-$(BUILD)/tierfs-replay: $(BUILD)/obj/tests/bench/replay.o
+$(BUILD)/tierfs-replay: $(REPLAY_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ -laio -lm
 
 $(BUILD)/tests/bench/passfs: $(BUILD)/obj/tests/bench/passfs.o
@@ -26,4 +29,4 @@ $(BUILD)/tests/bench/growtime: $(BUILD)/obj/tests/bench/growtime.o $(BUILD)/libt
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 -include $(BUILD)/obj/tests/bench/growtime.d
--include $(BUILD)/obj/tests/bench/replay.d $(BUILD)/obj/tests/bench/passfs.d
+-include $(REPLAY_OBJ:.o=.d) $(BUILD)/obj/tests/bench/passfs.d
