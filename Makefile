@@ -130,4 +130,4 @@ uninstall:
 clean:
 	rm -rf build build-san
 
--include $(CORE_OBJ:.o=.d) $(BUILD)/obj/fs/main.d
+-include $(CORE_OBJ:.o=.d) $(BUILD)/obj/fs/main.d $(UNIT_BIN:=.d)
