@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "fs/cache/internal.h"
-#include "policy/keepplan.h"
+#include "policy/victim.h"
 
 /* Wake everyone waiting on an entry's or inode's state, and one of
  * entry_alloc's waiters (which wakes the next if it leaves). Lock held. */
@@ -223,8 +223,7 @@ void entry_evict(struct fs *fs, struct centry *e)
 {
 	tfs_assert_held(&fs->lock);
 	atomic_fetch_add(&fs->stats.evictions, 1);
-	if (fs->eng.learned && e->plan == KEEPPLAN_KEEP && e->next_read != UINT64_MAX &&
-	    e->next_read >= engine_stale_before(fs))
+	if (victim_evicts_kept(fs->eng.learned, e->plan, e->next_read, engine_stale_before(fs)))
 		atomic_fetch_add(&fs->stats.evictions_kept, 1);
 	entry_drop(fs, e);
 }
