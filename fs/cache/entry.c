@@ -17,6 +17,7 @@
 
 #include "fs/cache/internal.h"
 #include "policy/victim.h"
+#include "policy/wbhorizon.h"
 
 /* Wake everyone waiting on an entry's or inode's state, and one of
  * entry_alloc's waiters (which wakes the next if it leaves). Lock held. */
@@ -276,11 +277,10 @@ void cache_restamp(struct fs *fs)
 			for (struct centry *e = fs->cache.lru_head[l][st]; e; e = e->next)
 				if (e->inode)
 					entry_stamp(fs, e, fs_order_id(e->inode), e->idx);
-	fs->cache.wb_horizon_ok = false;
+	wbhorizon_memo_invalidate(&fs->cache.wbh);
 	fs->cache.learn_clock = fs->cache.clock;
 	/* The write-burst reserve counts stalls per cycle of the new one. */
-	fs->cache.idle_stalls = 0;
-	fs->cache.stall_clock = engine_now(fs);
+	wbreserve_restart(&fs->cache.wbr, engine_now(fs));
 }
 
 void cache_replan(struct fs *fs)
@@ -291,7 +291,7 @@ void cache_replan(struct fs *fs)
 			for (struct centry *e = fs->cache.lru_head[l][st]; e; e = e->next)
 				if (e->inode)
 					e->plan = engine_plan(fs, fs_order_id(e->inode), e->idx);
-	fs->cache.wb_horizon_ok = false;
+	wbhorizon_memo_invalidate(&fs->cache.wbh);
 }
 
 /* Reference the cached entry of block IDX, loading it when needed. Lock

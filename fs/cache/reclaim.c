@@ -14,8 +14,8 @@
 #include <time.h>
 
 #include "fs/cache/internal.h"
-#include "policy/keepplan.h"
 #include "policy/victim.h"
+#include "policy/wbhorizon.h"
 
 bool entry_evictable(struct fs *fs, const struct centry *e, bool allow_pinned)
 {
@@ -55,10 +55,6 @@ static uint64_t entry_next_read(const struct fs *fs, const struct centry *e, uin
 	return victim_next_read(e->next_read, e->next_use, e->plan, fs->idle.gap_mode, stale);
 }
 
-/* How far a block the keep plan leaves out ranks behind the ones it keeps,
- * in learner clock units: beyond any cycle, short of "unknown". */
-#define PLAN_BEHIND (1ULL << 40)
-
 /* When keeping E in RAM stops paying by itself, for write-back: a clean
  * block pays until its next read (a dead one never), a dirty block until its
  * next access of any kind, since an overwrite makes its write-back moot. A
@@ -76,16 +72,8 @@ static uint64_t entry_next_read(const struct fs *fs, const struct centry *e, uin
  * block it drops is due at once. */
 uint64_t entry_keep_until(const struct fs *fs, const struct centry *e, uint64_t stale)
 {
-	uint64_t t = e->dirty ? e->next_use : e->next_read;
-	if (t != UINT64_MAX && t < stale)
-		return UINT64_MAX - 1;
-	if (e->plan == KEEPPLAN_DROP && (e->dirty || e->written_back) &&
-	    e->next_use == e->next_read && t < UINT64_MAX - 1) {
-		if (fs->idle.gap_mode && e->dirty)
-			return UINT64_MAX - 1; /* out at once: the tail plan's RAM */
-		t += PLAN_BEHIND;
-	}
-	return t;
+	return wbhorizon_keep_until(e->next_read, e->next_use, e->plan, e->dirty, e->written_back,
+				    fs->idle.gap_mode, stale);
 }
 
 /* Among the newest VICTIM_SCAN entries of the state-S list of each class
@@ -336,7 +324,7 @@ int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, struct cent
 		}
 		if (!stalled && fs->eng.learned && tiers_reads_idle(fs)) {
 			stalled = true;
-			fs->cache.idle_stalls++;
+			wbreserve_stall(&fs->cache.wbr);
 			atomic_fetch_add(&fs->stats.idle_stalls, 1);
 		}
 		uint64_t flushed = atomic_load(&fs->stats.flushes);

@@ -18,6 +18,7 @@
 
 #include "fs/lock.h"
 #include "policy/config.h"
+#include "policy/wbhorizon.h"
 #include "tiers/tier.h"
 
 struct inode;
@@ -96,15 +97,13 @@ struct cache {
 	void *zero;	      /* one block of zeros, read-only replies for holes; immutable */
 
 	/* Write-back horizon of a learned order (fs/cache/horizon.c). */
-	uint64_t *wb_scratch;	/* cache_slots long: the horizon's sort space */
-	uint64_t wb_horizon;	/* the last keep_horizon() result ... */
-	uint64_t wb_horizon_at; /* ... and engine_now() when it was computed */
-	bool wb_horizon_ok;
+	uint64_t *wb_scratch;	   /* cache_slots long: the horizon's sort space */
+	struct wbhorizon_memo wbh; /* the last keep_horizon() result, and when; fs->lock */
 	/* Write bursts (wb_reserve_adjust): the blocks the write-back horizon
-	 * leaves out of the kept set for such a burst; the blocks whose
-	 * allocation waited for RAM with no read in flight since the
-	 * learner's clock was at stall_clock (both reset by cache_restamp). */
-	uint64_t wb_reserve, idle_stalls, stall_clock;
+	 * leaves out of the kept set for such a burst, and the allocations
+	 * that waited for RAM with no read in flight since the count began
+	 * (restarted by cache_restamp). fs->lock. */
+	struct wbreserve wbr;
 
 	/* Slots to free once the block map that stopped using them is
 	 * committed. */
