@@ -53,8 +53,7 @@ static void plan_drop(struct fs *fs)
 	keepplan_free(fs->eng.tail_plan);
 	fs->eng.plan = fs->eng.tail_plan = NULL;
 	fs->eng.gap_run = 0;
-	fs->idle.gap_mode = false;
-	fs->idle.disk_demand_ns = fs->idle.idle_from_ns = 0; /* no stretch spans two plans */
+	gapmode_plan_dropped(&fs->idle.gap); /* no stretch spans two plans */
 }
 
 /* A learned cycle as the planner works on it, off the lock: its accesses,
@@ -532,8 +531,8 @@ uint8_t engine_plan(struct fs *fs, uint64_t id, uint64_t idx)
 	tfs_assert_held(&fs->lock);
 	if (!fs->eng.learned || idx >> KEY_IDX_BITS)
 		return KEEPPLAN_NONE;
-	return (uint8_t)keepplan_lookup(fs->idle.gap_mode && fs->eng.tail_plan ? fs->eng.tail_plan
-									       : fs->eng.plan,
+	return (uint8_t)keepplan_lookup(fs->idle.gap.on && fs->eng.tail_plan ? fs->eng.tail_plan
+									     : fs->eng.plan,
 					key_of(id, idx));
 }
 
@@ -815,7 +814,7 @@ int engine_stats_text(struct fs *fs, char *buf, size_t size)
 	keepplan_get_stats(fs->eng.plan, &kps);
 	static const char *const gap_plan[] = {"no", "yes", "auto"};
 	unsigned long long idle_after_ms = cache_idle_after(fs) / 1000000ULL;
-	bool gap_mode = fs->idle.gap_mode;
+	bool gap_mode = fs->idle.gap.on;
 	unsigned long long pf = atomic_load(&fs->stats.prefetches),
 			   pf_hits = atomic_load(&fs->stats.prefetch_hits),
 			   pf_wasted = atomic_load(&fs->stats.prefetch_wasted);

@@ -52,7 +52,7 @@ bool entry_evictable(struct fs *fs, const struct centry *e, bool allow_pinned)
  * steps of three, 0.6-0.7 s where the third took 0.04 s). */
 static uint64_t entry_next_read(const struct fs *fs, const struct centry *e, uint64_t stale)
 {
-	return victim_next_read(e->next_read, e->next_use, e->plan, fs->idle.gap_mode, stale);
+	return victim_next_read(e->next_read, e->next_use, e->plan, fs->idle.gap.on, stale);
 }
 
 /* When keeping E in RAM stops paying by itself, for write-back: a clean
@@ -73,7 +73,7 @@ static uint64_t entry_next_read(const struct fs *fs, const struct centry *e, uin
 uint64_t entry_keep_until(const struct fs *fs, const struct centry *e, uint64_t stale)
 {
 	return wbhorizon_keep_until(e->next_read, e->next_use, e->plan, e->dirty, e->written_back,
-				    fs->idle.gap_mode, stale);
+				    fs->idle.gap.on, stale);
 }
 
 /* Among the newest VICTIM_SCAN entries of the state-S list of each class
@@ -157,7 +157,7 @@ struct centry *victim_pick_before(struct fs *fs, uint64_t need_at)
 		uint64_t stale = engine_stale_before(fs);
 		/* Outside gap mode the keep plan's blocks go last, and never
 		 * for read-ahead (evictable_unkept). */
-		bool tail = fs->eng.tail_plan != NULL, gap = fs->idle.gap_mode;
+		bool tail = fs->eng.tail_plan != NULL, gap = fs->idle.gap.on;
 		for (int pass = victim_first_pass(tail, gap); pass < 2; pass++) {
 			struct victim_pass p = victim_pass(pass, tail, gap, need_at);
 			struct centry *best = victim_farthest(fs, p.lists, LRU_CLEAN,
