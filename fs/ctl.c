@@ -220,7 +220,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	}
 	tfs_lock(&fs->lock);
 	uint64_t cached = fs->cache.ncached, dirty = fs->cache.ndirty, pinned = fs->cache.npinned;
-	uint64_t reserve = fs->cache.wb_reserve, runs = fs->eng.write_runs;
+	uint64_t reserve = fs->cache.wbr.reserve, runs = fs->eng.write_runs;
 	uint64_t quiet_ns = fs->commit.quiet_ns, gap_ns = cache_commit_gap(fs);
 	tfs_unlock(&fs->lock);
 	uint64_t hits = atomic_load(&fs->stats.hits), misses = atomic_load(&fs->stats.misses);

@@ -183,8 +183,8 @@ int data_write_locked(struct fs *fs, struct inode *in, uint64_t off, const char 
 		}
 		entry_mark_dirty(fs, e);
 		if (fs->eng.learned && !e->pinned && !inode_is_volatile(in))
-			due = due || wb_due_learned(
-					 fs, e, fs->cache.wb_horizon_ok ? fs->cache.wb_horizon : 0);
+			due = due ||
+			      wb_due_learned(fs, e, fs->cache.wbh.ok ? fs->cache.wbh.horizon : 0);
 		if (adoptable(fs, e, buf + done, blen, donor)) {
 			/* The request's data already lies in a slot of its own:
 			 * the block takes that slot, the worker the old one. */

@@ -16,7 +16,8 @@
 #include <string.h>
 
 #include "fs/cache/internal.h"
-#include "policy/keepplan.h"
+#include "policy/victim.h"
+#include "policy/wbhorizon.h"
 
 /* Wake everyone waiting on an entry's or inode's state, and one of
  * entry_alloc's waiters (which wakes the next if it leaves). Lock held. */
@@ -223,8 +224,7 @@ void entry_evict(struct fs *fs, struct centry *e)
 {
 	tfs_assert_held(&fs->lock);
 	atomic_fetch_add(&fs->stats.evictions, 1);
-	if (fs->eng.learned && e->plan == KEEPPLAN_KEEP && e->next_read != UINT64_MAX &&
-	    e->next_read >= engine_stale_before(fs))
+	if (victim_evicts_kept(fs->eng.learned, e->plan, e->next_read, engine_stale_before(fs)))
 		atomic_fetch_add(&fs->stats.evictions_kept, 1);
 	entry_drop(fs, e);
 }
@@ -234,7 +234,7 @@ void entry_evict(struct fs *fs, struct centry *e)
 void entry_stamp(struct fs *fs, struct centry *e, uint64_t id, uint64_t idx)
 {
 	e->next_read = engine_next_read(fs, id, idx, &e->next_use);
-	e->plan = engine_plan(fs, id, idx, fs->idle.gap_mode);
+	e->plan = engine_plan(fs, id, idx, fs->idle.gap.on);
 }
 
 /* A request accesses block IDX of IN (WRITE: overwrites it whole): the
@@ -300,11 +300,10 @@ void cache_restamp(struct fs *fs)
 			for (struct centry *e = fs->cache.lru_head[l][st]; e; e = e->next)
 				if (e->inode)
 					entry_stamp(fs, e, fs_order_id(e->inode), e->idx);
-	fs->cache.wb_horizon_ok = false;
+	wbhorizon_memo_invalidate(&fs->cache.wbh);
 	fs->cache.learn_clock = fs->cache.clock;
 	/* The write-burst reserve counts stalls per cycle of the new one. */
-	fs->cache.idle_stalls = 0;
-	fs->cache.stall_clock = engine_now(fs);
+	wbreserve_restart(&fs->cache.wbr, engine_now(fs));
 }
 
 void cache_replan(struct fs *fs)
@@ -315,8 +314,8 @@ void cache_replan(struct fs *fs)
 			for (struct centry *e = fs->cache.lru_head[l][st]; e; e = e->next)
 				if (e->inode)
 					e->plan = engine_plan(fs, fs_order_id(e->inode), e->idx,
-							      fs->idle.gap_mode);
-	fs->cache.wb_horizon_ok = false;
+							      fs->idle.gap.on);
+	wbhorizon_memo_invalidate(&fs->cache.wbh);
 }
 
 /* Reference the cached entry of block IDX, loading it when needed. Lock

@@ -111,10 +111,10 @@ static void commit_soon(struct fs *fs)
 static bool tiers_quiet(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
-	if (fs->idle.disk_reqs || tiers_idle_ns(fs) < COMMIT_QUIET_NS)
+	if (fs->idle.gap.reqs || tiers_idle_ns(fs) < COMMIT_QUIET_NS)
 		return false;
-	return !fs->eng.tail_plan || !fs->idle.disk_demand_ns ||
-	       tier_now_ns() - fs->idle.disk_demand_ns >= COMMIT_QUIET_NS;
+	return !fs->eng.tail_plan || !fs->idle.gap.demand_ns ||
+	       tier_now_ns() - fs->idle.gap.demand_ns >= COMMIT_QUIET_NS;
 }
 
 /* How many intervals a due commit may wait at most for a quiet moment. */
@@ -127,8 +127,7 @@ static bool tiers_quiet(struct fs *fs)
 uint64_t cache_commit_gap(const struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
-	return fs->idle.gap_seen_ns > fs->idle.gap_prev_ns ? fs->idle.gap_seen_ns
-							   : fs->idle.gap_prev_ns;
+	return gapmode_commit_gap(&fs->idle.gap);
 }
 
 /* Whether a commit as long as the last quiet ones fits in the idle
@@ -147,8 +146,7 @@ uint64_t cache_commit_gap(const struct fs *fs)
 static bool commit_fits(const struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
-	uint64_t took = fs->commit.quiet_ns;
-	return !fs->eng.learned || !took || !fs->idle.gap_measured || took <= cache_commit_gap(fs);
+	return gapmode_commit_fits(&fs->idle.gap, fs->eng.learned, fs->commit.quiet_ns);
 }
 
 /* Serves commit_soon: one commit that finds work to do per
@@ -267,12 +265,12 @@ static void *flusher_main(void *arg)
 			/* With a learned order, wake when the disks fall idle
 			 * too (fs/cache/idle.c), unless they are already. */
 			uint64_t wait = fs->conf.flush_interval_ms * 1000000ULL, idle_in = 0;
-			if (learned && fs->eng.tail_plan && fs->idle.disk_demand_ns &&
-			    !fs->idle.idle_from_ns) {
+			if (learned && fs->eng.tail_plan && fs->idle.gap.demand_ns &&
+			    !fs->idle.gap.from_ns) {
 				/* Past the request-free time, the tiers may still
 				 * be finishing: look again then. */
 				uint64_t now = tier_now_ns(),
-					 at = fs->idle.disk_demand_ns + cache_idle_after(fs);
+					 at = fs->idle.gap.demand_ns + cache_idle_after(fs);
 				idle_in = at > now ? at - now : DISK_IDLE_NS / 4;
 				if (idle_in < wait)
 					wait = idle_in;

@@ -13,47 +13,15 @@
  */
 
 #include "fs/cache/internal.h"
+#include "policy/wbhorizon.h"
 
 /* Whether more is dirty than background write-back should let stay. Dirty
  * blocks homed in RAM are not the background's to write, and the RAM they
  * take is not there for others: the limit is a share of what is left. */
 bool wb_dirty_over(const struct fs *fs)
 {
-	uint64_t room = fs->cache.cache_slots > fs->cache.npinned
-			    ? fs->cache.cache_slots - fs->cache.npinned
-			    : 0;
-	uint64_t dirty =
-	    fs->cache.ndirty > fs->cache.npinned ? fs->cache.ndirty - fs->cache.npinned : 0;
-	return dirty > room * fs->conf.dirty_ratio / 100;
-}
-
-/* The K-th smallest (0-based) of A[0..N), N > K; reorders A (Hoare's
- * selection: linear on average, no allocation, under fs->lock). */
-static uint64_t select_kth(uint64_t *a, size_t n, size_t k)
-{
-	ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1;
-	while (lo < hi) {
-		uint64_t pivot = a[lo + (hi - lo) / 2];
-		ptrdiff_t i = lo - 1, j = hi + 1;
-		for (;;) {
-			do
-				i++;
-			while (a[i] < pivot);
-			do
-				j--;
-			while (a[j] > pivot);
-			if (i >= j)
-				break;
-			uint64_t t = a[i];
-			a[i] = a[j];
-			a[j] = t;
-		}
-		if ((ptrdiff_t)k <= j)
-			hi = j;
-		else
-			lo = j + 1;
-	}
-	return a[k];
+	return wbhorizon_dirty_over(fs->cache.cache_slots, fs->cache.npinned, fs->cache.ndirty,
+				    fs->conf.dirty_ratio);
 }
 
 unsigned fs_persistent_queue(const struct fs *fs)
@@ -69,28 +37,22 @@ unsigned fs_persistent_queue(const struct fs *fs)
  * each write-back in flight and each FUSE worker (see keep_horizon). */
 static uint64_t cache_keep_room(struct fs *fs)
 {
-	uint64_t room = fs->cache.cache_slots > fs->cache.npinned
-			    ? fs->cache.cache_slots - fs->cache.npinned
-			    : 0;
-	uint64_t margin = fs_persistent_queue(fs) + fs->conf.threads;
-	return room > margin ? room - margin : 0;
+	return wbhorizon_keep_room(fs->cache.cache_slots, fs->cache.npinned,
+				   fs_persistent_queue(fs), fs->conf.threads);
 }
 
 /* The blocks keep_horizon keeps at most (see there), less the reserve for
  * write bursts (wb_reserve_adjust). */
 static uint64_t cache_keep_budget(struct fs *fs)
 {
-	uint64_t room = cache_keep_room(fs);
-	return room > fs->cache.wb_reserve ? room - fs->cache.wb_reserve : 0;
+	return wbhorizon_keep_budget(cache_keep_room(fs), fs->cache.wbr.reserve);
 }
 
 uint64_t cache_plan_budget(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
-	uint64_t budget = cache_keep_budget(fs);
-	uint64_t reserve =
-	    (uint64_t)fs->conf.threads * (fs_request_blocks(fs) - 1) + fs->cache.prefetch_max;
-	return budget > reserve ? budget - reserve : 0;
+	return wbhorizon_plan_budget(cache_keep_budget(fs), fs->conf.threads, fs_request_blocks(fs),
+				     fs->cache.prefetch_max);
 }
 
 /* With a learned order, background write-back does what Belady does with
@@ -114,14 +76,12 @@ static uint64_t keep_horizon(struct fs *fs)
 	uint64_t budget = cache_keep_budget(fs);
 	if (!budget)
 		return 0;
-	size_t keep = (size_t)budget, n = 0;
+	size_t n = 0;
 	uint64_t stale = engine_stale_before(fs);
 	for (int st = 0; st < LRU_NSTATES; st++)
 		for (struct centry *e = fs->cache.lru_head[0][st]; e; e = e->next)
 			fs->cache.wb_scratch[n++] = entry_keep_until(fs, e, stale);
-	if (n <= keep)
-		return UINT64_MAX;
-	return select_kth(fs->cache.wb_scratch, n, keep - 1);
+	return wbhorizon_of(fs->cache.wb_scratch, n, budget);
 }
 
 /* Whether no persistent tier has a read in flight. Lock held. */
@@ -133,10 +93,6 @@ bool tiers_reads_idle(struct fs *fs)
 			return false;
 	return true;
 }
-
-/* Idle stalls per write burst in a cycle from which the reserve grows
- * (by that many blocks); below one per burst it shrinks. */
-#define WB_STALL_GROW 4
 
 /* Once a cycle, the write-burst reserve: the blocks the write-back horizon
  * leaves out of the kept set, so that they are written back ahead and a
@@ -159,24 +115,9 @@ bool tiers_reads_idle(struct fs *fs)
 static void wb_reserve_adjust(struct fs *fs, uint64_t now)
 {
 	tfs_assert_held(&fs->lock);
-	uint64_t n = engine_cycle_len(fs);
-	if (!n || now - fs->cache.stall_clock < n)
-		return;
-	uint64_t reserve = fs->cache.wb_reserve, cap = cache_keep_room(fs) / 2;
-	uint64_t runs = fs->eng.write_runs ? fs->eng.write_runs : 1,
-		 per = fs->cache.idle_stalls / runs;
-	if (per >= WB_STALL_GROW)
-		reserve += per;
-	else if (fs->cache.idle_stalls < runs)
-		reserve -= (reserve + 15) / 16;
-	if (reserve > cap)
-		reserve = cap;
-	if (reserve != fs->cache.wb_reserve) {
-		fs->cache.wb_reserve = reserve;
-		fs->cache.wb_horizon_ok = false;
-	}
-	fs->cache.idle_stalls = 0;
-	fs->cache.stall_clock = now;
+	if (wbreserve_adjust(&fs->cache.wbr, now, engine_cycle_len(fs), cache_keep_room(fs),
+			     fs->eng.write_runs))
+		wbhorizon_memo_invalidate(&fs->cache.wbh);
 }
 
 /* keep_horizon, recomputed once the learner's clock has moved by 1/64 of
@@ -186,16 +127,11 @@ static void wb_reserve_adjust(struct fs *fs, uint64_t now)
 uint64_t wb_horizon(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
-	uint64_t now = engine_now(fs), every = fs->cache.ncached / 64;
-	if (every < 16)
-		every = 16;
+	uint64_t now = engine_now(fs);
 	wb_reserve_adjust(fs, now);
-	if (!fs->cache.wb_horizon_ok || now - fs->cache.wb_horizon_at >= every) {
-		fs->cache.wb_horizon = keep_horizon(fs);
-		fs->cache.wb_horizon_at = now;
-		fs->cache.wb_horizon_ok = true;
-	}
-	return fs->cache.wb_horizon;
+	if (wbhorizon_memo_stale(&fs->cache.wbh, now, fs->cache.ncached))
+		wbhorizon_memo_set(&fs->cache.wbh, keep_horizon(fs), now);
+	return fs->cache.wbh.horizon;
 }
 
 /* Whether dirty block E, under a learned order, is due for write-back
@@ -205,8 +141,7 @@ uint64_t wb_horizon(struct fs *fs)
 bool wb_due_learned(struct fs *fs, const struct centry *e, uint64_t horizon)
 {
 	tfs_assert_held(&fs->lock);
-	uint64_t t = entry_keep_until(fs, e, engine_stale_before(fs));
-	return t >= UINT64_MAX - 1 || t > horizon;
+	return wbhorizon_due(entry_keep_until(fs, e, engine_stale_before(fs)), horizon);
 }
 
 /* How many write-backs of blocks the learned order keeps may be in flight
@@ -219,6 +154,5 @@ bool wb_due_learned(struct fs *fs, const struct centry *e, uint64_t horizon)
  * at one as at this limit). */
 unsigned wb_kept_limit(const struct fs *fs, unsigned max)
 {
-	uint64_t n = fs_request_blocks(fs);
-	return n > max ? max : (unsigned)n;
+	return wbhorizon_kept_limit(fs_request_blocks(fs), max);
 }

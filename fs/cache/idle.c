@@ -46,8 +46,7 @@
 uint64_t cache_idle_after(const struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
-	uint64_t t = fs->idle.idle_short_ns + fs->idle.idle_short_ns / 4;
-	return t > DISK_IDLE_NS ? t : DISK_IDLE_NS;
+	return gapmode_idle_after(&fs->idle.gap);
 }
 
 /* How long every persistent tier has had no I/O in flight (0: one has).
@@ -69,16 +68,13 @@ uint64_t tiers_idle_ns(struct fs *fs)
 bool cache_disk_idle(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
-	if (!fs->eng.learned || !fs->eng.tail_plan || !fs->idle.disk_demand_ns)
+	int known = gapmode_idle_known(&fs->idle.gap, fs->eng.learned, fs->eng.tail_plan != NULL);
+	if (known >= 0)
+		return known;
+	uint64_t now = tier_now_ns(), quiet = tiers_idle_ns(fs); /* MAX: never busy */
+	if (!gapmode_quiet_long(&fs->idle.gap, now, quiet) || !engine_in_gap(fs))
 		return false;
-	if (fs->idle.idle_from_ns)
-		return true; /* worked until the next request: the work keeps the tiers busy */
-	uint64_t now = tier_now_ns(), after = cache_idle_after(fs);
-	uint64_t since = now - fs->idle.disk_demand_ns,
-		 quiet = tiers_idle_ns(fs); /* MAX: never busy */
-	if (since < after || quiet < after || !engine_in_gap(fs))
-		return false;
-	fs->idle.idle_from_ns = now - (quiet < since ? quiet : since);
+	gapmode_work_begins(&fs->idle.gap, now, quiet);
 	return true;
 }
 
@@ -86,8 +82,9 @@ bool cache_disk_idle(struct fs *fs)
  * (blocks whose home is a disk tier), no read-ahead still under way. */
 static bool idle_done(const struct fs *fs)
 {
-	return !fs->cache.lru_head[0][LRU_DIRTY] && !fs->cache.lru_head[0][LRU_FLUSHING] &&
-	       !fs->cache.prefetch_inflight;
+	return gapmode_idle_done(fs->cache.lru_head[0][LRU_DIRTY] != NULL,
+				 fs->cache.lru_head[0][LRU_FLUSHING] != NULL,
+				 fs->cache.prefetch_inflight);
 }
 
 /* How long gap mode's own work takes in a stretch: the tail plan's RAM
@@ -115,10 +112,8 @@ static uint64_t gap_work_ns(struct fs *fs)
 			rate[TIER_OP_WRITE] +=
 			    (double)st.bytes_written / (double)st.busy_ns[TIER_OP_WRITE];
 	}
-	if (rate[TIER_OP_READ] <= 0 || rate[TIER_OP_WRITE] <= 0)
-		return 0;
-	double bytes = (double)cache_plan_budget(fs) * fs->bs;
-	return (uint64_t)(bytes / rate[TIER_OP_READ] + bytes / rate[TIER_OP_WRITE]);
+	return gapmode_work_ns(rate[TIER_OP_READ], rate[TIER_OP_WRITE], cache_plan_budget(fs),
+			       fs->bs);
 }
 
 /* Whether a stretch of LEN ns holds gap mode's work, with the quarter to
@@ -126,8 +121,7 @@ static uint64_t gap_work_ns(struct fs *fs)
 static bool gap_fits(struct fs *fs, uint64_t len)
 {
 	tfs_assert_held(&fs->lock);
-	uint64_t need = gap_work_ns(fs);
-	return len >= need + need / 4;
+	return gapmode_fits(len, gap_work_ns(fs));
 }
 
 /* A request at time NOW, learner clock CLOCK, ended the stretch without
@@ -135,48 +129,33 @@ static bool gap_fits(struct fs *fs, uint64_t len)
  * held. */
 static void idle_ended(struct fs *fs, uint64_t clock, uint64_t now)
 {
-	if (!fs->idle.disk_demand_ns)
-		return;
-	if (now - fs->idle.disk_demand_ns >= DISK_IDLE_NS)
+	uint64_t quiet = 0, from = 0;
+	unsigned ev = gapmode_stretch_ended(&fs->idle.gap, now, &quiet, &from);
+	if (ev & GAPMODE_STRETCH)
 		atomic_fetch_add(&fs->stats.idle_stretches, 1);
-	if (!fs->idle.idle_from_ns)
+	if (!(ev & GAPMODE_WORKED))
 		return; /* not worked */
-	uint64_t quiet = now - fs->idle.idle_from_ns, from = fs->idle.idle_from_ns;
-	fs->idle.idle_from_ns = 0;
 	atomic_fetch_add(&fs->stats.idle_worked, 1);
 	cache_prefetch_idle_ended(fs);
-	if (idle_done(fs)) {
-		/* Worth working; gap mode only if its own work fits too. */
-		fs->idle.gap_ok_clock = gap_fits(fs, quiet) ? clock + 1 : 0;
-		return;
-	}
+	bool done = idle_done(fs);
 	/* A metadata commit in the stretch held the tiers (its sync stalls
 	 * the disk, for seconds on a slow one): the stretch says nothing
 	 * of whether the gaps hold the work. Judged on it, a gap that a
 	 * commit had mostly taken turned gap mode off for good
 	 * (auto's threshold went past the gaps). */
 	uint64_t c0 = atomic_load(&fs->commit.began_ns), c1 = atomic_load(&fs->commit.ended_ns);
-	bool commit_in = c0 > c1 || c1 > from;
 	/* Gap mode that came on in this stretch (cache_idle_progress) had
 	 * only what was left of it for its own work, after the keep plan's:
 	 * the stretch says nothing of whether a whole one holds that work
 	 * either. Judged on it, the first stretch in gap mode that ended
 	 * short turned gap mode off for good in some runs, and every later
 	 * step was slower. */
-	bool came_on = fs->idle.gap_mode && fs->idle.gap_on_ns > from;
-	if (commit_in || came_on) {
-		/* Unjudged: gap mode stays as it was. */
-		if (fs->idle.gap_mode)
-			fs->idle.gap_ok_clock = clock + 1;
-		return;
-	}
 	/* Gap mode needs the stretch before each step to finish: one that
 	 * did not goes off before the step that would begin without its
 	 * reads. */
-	fs->idle.gap_ok_clock = 0;
-	if (fs->conf.gap_plan != CONF_GAP_AUTO || quiet <= fs->idle.idle_short_ns)
+	if (!gapmode_judge(&fs->idle.gap, clock, quiet, from, done, done && gap_fits(fs, quiet), c0,
+			   c1, fs->conf.gap_plan == CONF_GAP_AUTO))
 		return;
-	fs->idle.idle_short_ns = quiet;
 	TFS_LOG("gap_plan: a %.3f s stretch without disk I/O ended before everything was "
 		"written back and read ahead; idle time is worked after %.3f s from now on",
 		(double)quiet / 1e9, (double)cache_idle_after(fs) / 1e9);
@@ -184,11 +163,8 @@ static void idle_ended(struct fs *fs, uint64_t clock, uint64_t now)
 
 static void gap_mode_set(struct fs *fs, bool gap)
 {
-	if (gap == fs->idle.gap_mode)
+	if (!gapmode_set(&fs->idle.gap, gap, tier_now_ns()))
 		return;
-	fs->idle.gap_mode = gap;
-	if (gap)
-		fs->idle.gap_on_ns = tier_now_ns();
 	cache_replan(fs);
 	TFS_LOG("%s", gap ? "gap mode: the disks idle between steps long enough to write "
 			    "back and read ahead; a step's last writes wait in RAM for it"
@@ -208,12 +184,11 @@ static void gap_mode_set(struct fs *fs, bool gap)
  * longer. */
 bool cache_idle_progress(struct fs *fs)
 {
-	if (fs->idle.gap_mode || !fs->idle.idle_from_ns || !idle_done(fs))
+	if (!gapmode_may_progress(&fs->idle.gap, idle_done(fs)))
 		return false;
-	uint64_t len = tier_now_ns() - fs->idle.idle_from_ns;
-	if (!gap_fits(fs, len > fs->idle.gap_seen_ns ? len : fs->idle.gap_seen_ns))
+	if (!gap_fits(fs, gapmode_progress_len(&fs->idle.gap, tier_now_ns())))
 		return false;
-	fs->idle.gap_ok_clock = engine_now(fs) + 1;
+	gapmode_mark_ok(&fs->idle.gap, engine_now(fs));
 	gap_mode_set(fs, true);
 	return true;
 }
@@ -253,27 +228,11 @@ static uint64_t tiers_idle_take(struct fs *fs)
  * held. */
 static void gap_seen(struct fs *fs, uint64_t now)
 {
-	uint64_t clock = engine_now(fs), from = fs->idle.disk_req_ns;
-	uint64_t len = from && !fs->idle.disk_reqs ? now - from : 0;
+	uint64_t clock = engine_now(fs);
 	uint64_t idle = tiers_idle_take(fs);
 	size_t cycle = engine_cycle_len(fs);
-	bool expired = cycle && clock - fs->idle.gap_seen_clock > 2 * cycle;
-	if (from)
-		fs->idle.gap_measured = true;
-	fs->idle.disk_req_ns = now;
-	if (len <= fs->idle.gap_seen_ns && !expired)
-		return;
 	uint64_t c0 = atomic_load(&fs->commit.began_ns), c1 = atomic_load(&fs->commit.ended_ns);
-	if (c0 >= from && c1 >= c0 && c1 <= now && now - c0 > idle)
-		idle = now - c0;
-	if (idle < len)
-		len = idle;
-	if (len > fs->idle.gap_seen_ns || expired) {
-		if (expired)
-			fs->idle.gap_prev_ns = fs->idle.gap_seen_ns;
-		fs->idle.gap_seen_ns = len;
-		fs->idle.gap_seen_clock = clock;
-	}
+	gapmode_seen(&fs->idle.gap, now, clock, idle, cycle, c0, c1);
 }
 
 /* A request touches IN's blocks: a disk-homed IN ends an idle stretch, and
@@ -286,17 +245,16 @@ bool idle_disk_demand(struct fs *fs, const struct inode *in)
 		return false;
 	uint64_t now = tier_now_ns();
 	gap_seen(fs, now);
-	fs->idle.disk_reqs++;
+	gapmode_demand_begin(&fs->idle.gap);
 	if (!fs->eng.tail_plan)
 		return true;
 	bool gap = false;
 	if (fs->eng.learned) {
 		uint64_t clock = engine_now(fs);
 		idle_ended(fs, clock, now);
-		gap = fs->idle.gap_ok_clock &&
-		      clock + 1 - fs->idle.gap_ok_clock <= engine_cycle_len(fs) / 4 * 5;
+		gap = gapmode_holds(&fs->idle.gap, clock, engine_cycle_len(fs));
 	}
-	fs->idle.disk_demand_ns = now;
+	gapmode_demand_at(&fs->idle.gap, now);
 	gap_mode_set(fs, gap);
 	return true;
 }
@@ -306,10 +264,8 @@ bool idle_disk_demand(struct fs *fs, const struct inode *in)
 void idle_disk_demand_done(struct fs *fs, bool counted)
 {
 	tfs_assert_held(&fs->lock);
-	if (counted && --fs->idle.disk_reqs == 0) {
-		fs->idle.disk_req_ns = tier_now_ns();
+	if (gapmode_demand_done(&fs->idle.gap, counted, tier_now_ns()))
 		(void)tiers_idle_take(fs); /* the stretch starts now */
-	}
 }
 
 /* The engine's plans went (a cycle learned or lost): gap mode follows the
@@ -317,6 +273,5 @@ void idle_disk_demand_done(struct fs *fs, bool counted)
 void cache_plans_dropped(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
-	fs->idle.gap_mode = false;
-	fs->idle.disk_demand_ns = fs->idle.idle_from_ns = 0;
+	gapmode_plan_dropped(&fs->idle.gap);
 }

@@ -36,7 +36,7 @@ struct flush_batch {
 
 /* A stretch this long without a request for a disk-homed block, and
  * without tier I/O, is idle (the essay at the top of fs/cache/idle.c). */
-#define DISK_IDLE_NS (20 * 1000000ULL)
+#define DISK_IDLE_NS GAPMODE_IDLE_NS
 
 /* entry.c */
 void cache_wake(struct fs *fs);

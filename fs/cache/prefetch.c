@@ -94,7 +94,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	if (e->pinned)
 		fs->cache.npinned++;
 	e->next_read = e->next_use = need_at;
-	e->plan = engine_plan(fs, fs_order_id(in), idx, fs->idle.gap_mode);
+	e->plan = engine_plan(fs, fs_order_id(in), idx, fs->idle.gap.on);
 	e->stamp = ++fs->cache.clock;
 	b->ce = e;
 	in->nce++;

@@ -14,13 +14,14 @@
 #include <time.h>
 
 #include "fs/cache/internal.h"
-#include "policy/keepplan.h"
+#include "policy/victim.h"
+#include "policy/wbhorizon.h"
 
 bool entry_evictable(struct fs *fs, const struct centry *e, bool allow_pinned)
 {
 	(void)fs; /* victim_farthest()'s candidate test: others need it */
-	return e->refs == 0 && e->state == CE_VALID && !e->dirty && !e->flushing &&
-	       (allow_pinned || !e->pinned);
+	return victim_evictable(e->refs, e->state == CE_VALID, e->dirty, e->flushing, e->pinned,
+				allow_pinned);
 }
 
 /* How many entries one victim walk visits, whether it can take them or
@@ -51,17 +52,8 @@ bool entry_evictable(struct fs *fs, const struct centry *e, bool allow_pinned)
  * where they should have taken no time. */
 static uint64_t entry_next_read(const struct fs *fs, const struct centry *e, uint64_t stale)
 {
-	uint64_t t = e->next_read;
-	if (t == UINT64_MAX && fs->idle.gap_mode && e->plan == KEEPPLAN_KEEP)
-		t = e->next_use;
-	if (t != UINT64_MAX && t < stale)
-		return UINT64_MAX - 1;
-	return t;
+	return victim_next_read(e->next_read, e->next_use, e->plan, fs->idle.gap.on, stale);
 }
-
-/* How far a block the keep plan leaves out ranks behind the ones it keeps,
- * in learner clock units: beyond any cycle, short of "unknown". */
-#define PLAN_BEHIND (1ULL << 40)
 
 /* When keeping E in RAM stops paying by itself, for write-back: a clean
  * block pays until its next read (a dead one never), a dirty block until its
@@ -80,16 +72,8 @@ static uint64_t entry_next_read(const struct fs *fs, const struct centry *e, uin
  * block it drops is due at once. */
 uint64_t entry_keep_until(const struct fs *fs, const struct centry *e, uint64_t stale)
 {
-	uint64_t t = e->dirty ? e->next_use : e->next_read;
-	if (t != UINT64_MAX && t < stale)
-		return UINT64_MAX - 1;
-	if (e->plan == KEEPPLAN_DROP && (e->dirty || e->written_back) &&
-	    e->next_use == e->next_read && t < UINT64_MAX - 1) {
-		if (fs->idle.gap_mode && e->dirty)
-			return UINT64_MAX - 1; /* out at once: the tail plan's RAM */
-		t += PLAN_BEHIND;
-	}
-	return t;
+	return wbhorizon_keep_until(e->next_read, e->next_use, e->plan, e->dirty, e->written_back,
+				    fs->idle.gap.on, stale);
 }
 
 /* Among the newest VICTIM_SCAN entries of the state-S list of each class
@@ -104,7 +88,7 @@ struct centry *victim_farthest(struct fs *fs, unsigned lists, int s,
 	uint64_t stale = engine_stale_before(fs);
 	struct centry *best = NULL;
 	uint64_t best_nr = 0;
-	for (int l = 0; l < 2 && best_nr != UINT64_MAX; l++) {
+	for (int l = 0; l < 2 && !victim_search_done(best_nr); l++) {
 		if (!(lists & 1u << l))
 			continue;
 		unsigned seen = 0, visited = 0;
@@ -115,11 +99,11 @@ struct centry *victim_farthest(struct fs *fs, unsigned lists, int s,
 				continue;
 			seen++;
 			uint64_t nr = when(fs, e, stale);
-			if (!best || nr > best_nr) {
+			if (victim_better(nr, best_nr, best != NULL)) {
 				best = e;
 				best_nr = nr;
 			}
-			if (best_nr == UINT64_MAX)
+			if (victim_search_done(best_nr))
 				break;
 		}
 		atomic_fetch_add(&fs->stats.victim_visits, visited);
@@ -154,7 +138,9 @@ static struct centry *victim_lru(struct fs *fs, uint64_t visit)
  * (a lower hit ratio, and slower steps). */
 static bool entry_evictable_unkept(struct fs *fs, const struct centry *e, bool allow_pinned)
 {
-	return entry_evictable(fs, e, allow_pinned) && e->plan != KEEPPLAN_KEEP;
+	(void)fs;
+	return victim_evictable_unkept(e->refs, e->state == CE_VALID, e->dirty, e->flushing,
+				       e->pinned, allow_pinned, e->plan);
 }
 
 /* The entry to evict. Without a learned order: the least recently used
@@ -171,24 +157,23 @@ struct centry *victim_pick_before(struct fs *fs, uint64_t need_at)
 		uint64_t stale = engine_stale_before(fs);
 		/* Outside gap mode the keep plan's blocks go last, and never
 		 * for read-ahead (entry_evictable_unkept). */
-		bool spare = fs->eng.tail_plan && !fs->idle.gap_mode;
-		for (int pass = spare ? -1 : 0; pass < 2; pass++) {
-			bool (*ok)(struct fs *, const struct centry *, bool) =
-			    pass < 0 || (spare && need_at != UINT64_MAX) ? entry_evictable_unkept
-									 : entry_evictable;
-			struct centry *best = victim_farthest(fs, 1u << (pass > 0), LRU_CLEAN, ok,
-							      pass == 1, entry_next_read);
-			if (best &&
-			    (need_at == UINT64_MAX || entry_next_read(fs, best, stale) > need_at))
+		bool tail = fs->eng.tail_plan != NULL, gap = fs->idle.gap.on;
+		for (int pass = victim_first_pass(tail, gap); pass < 2; pass++) {
+			struct victim_pass p = victim_pass(pass, tail, gap, need_at);
+			struct centry *best = victim_farthest(fs, p.lists, LRU_CLEAN,
+							      p.unkept_only ? entry_evictable_unkept
+									    : entry_evictable,
+							      p.allow_pinned, entry_next_read);
+			uint64_t when = best ? entry_next_read(fs, best, stale) : 0;
+			enum victim_verdict v = victim_pass_verdict(best != NULL, when, need_at);
+			if (v == VICTIM_TAKE)
 				return best;
-			if (best && need_at != UINT64_MAX)
+			if (v == VICTIM_NONE)
 				return NULL;
 		}
-		if (need_at != UINT64_MAX)
-			return NULL;
-	} else if (need_at != UINT64_MAX) {
-		return NULL;
 	}
+	if (!victim_lru_fallback(need_at))
+		return NULL;
 	return victim_lru(fs, VICTIM_VISIT);
 }
 
@@ -217,9 +202,7 @@ static bool wb_frees(struct fs *fs, const struct centry *e, bool unused)
 {
 	(void)fs;
 	(void)unused;
-	if (e->pinned || inode_is_volatile(e->inode))
-		return false;
-	return e->flushing;
+	return victim_write_back_frees(e->pinned, inode_is_volatile(e->inode), e->flushing);
 }
 
 /* Whether a block whose write-back is under way is read later than AFTER.
@@ -229,7 +212,8 @@ static bool wb_frees(struct fs *fs, const struct centry *e, bool unused)
 static bool victim_farther_dirty(struct fs *fs, uint64_t after)
 {
 	struct centry *d = victim_farthest(fs, 1u, LRU_FLUSHING, wb_frees, false, entry_next_read);
-	return d && entry_next_read(fs, d, engine_stale_before(fs)) > after;
+	return victim_farther(d != NULL, d ? entry_next_read(fs, d, engine_stale_before(fs)) : 0,
+			      after);
 }
 
 /* Whether V, the clean victim, is a block that was in RAM when the cycle was
@@ -249,10 +233,10 @@ static bool victim_farther_dirty(struct fs *fs, uint64_t after)
 static bool kept_over_due(struct fs *fs, const struct centry *v)
 {
 	tfs_assert_held(&fs->lock);
-	if (v->stamp > fs->cache.learn_clock)
+	if (!victim_unused_since_learn(v->stamp, fs->cache.learn_clock))
 		return false;
 	uint64_t horizon = wb_horizon(fs);
-	if (entry_keep_until(fs, v, engine_stale_before(fs)) > horizon)
+	if (!victim_kept_by_horizon(entry_keep_until(fs, v, engine_stale_before(fs)), horizon))
 		return false;
 	uint64_t visited = 0;
 	bool found = false;
@@ -304,7 +288,11 @@ int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, struct cent
 		if (rc != -ENOSPC)
 			break;
 		struct centry *v = victim_pick(fs);
-		if (v && patient && fs->eng.learned && !reads_idle(fs, v) &&
+		bool learned = fs->eng.learned;
+		/* reads_idle takes each tier's busy lock: asked only where the
+		 * answer counts. */
+		if (v &&
+		    victim_may_wait(patient, learned, patient && learned && reads_idle(fs, v)) &&
 		    (victim_farther_dirty(fs, entry_next_read(fs, v, engine_stale_before(fs))) ||
 		     kept_over_due(fs, v)))
 			v = NULL;
@@ -334,7 +322,7 @@ int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, struct cent
 		}
 		if (!stalled && fs->eng.learned && tiers_reads_idle(fs)) {
 			stalled = true;
-			fs->cache.idle_stalls++;
+			wbreserve_stall(&fs->cache.wbr);
 			atomic_fetch_add(&fs->stats.idle_stalls, 1);
 		}
 		uint64_t flushed = atomic_load(&fs->stats.flushes);

@@ -19,6 +19,8 @@
 #include "fs/lock.h"
 #include "policy/pacing.h"
 #include "policy/config.h"
+#include "policy/gap.h"
+#include "policy/wbhorizon.h"
 #include "tiers/tier.h"
 
 struct inode;
@@ -97,15 +99,13 @@ struct cache {
 	void *zero;	      /* one block of zeros, read-only replies for holes; immutable */
 
 	/* Write-back horizon of a learned order (fs/cache/horizon.c). */
-	uint64_t *wb_scratch;	/* cache_slots long: the horizon's sort space */
-	uint64_t wb_horizon;	/* the last keep_horizon() result ... */
-	uint64_t wb_horizon_at; /* ... and engine_now() when it was computed */
-	bool wb_horizon_ok;
+	uint64_t *wb_scratch;	   /* cache_slots long: the horizon's sort space */
+	struct wbhorizon_memo wbh; /* the last keep_horizon() result, and when; fs->lock */
 	/* Write bursts (wb_reserve_adjust): the blocks the write-back horizon
-	 * leaves out of the kept set for such a burst; the blocks whose
-	 * allocation waited for RAM with no read in flight since the
-	 * learner's clock was at stall_clock (both reset by cache_restamp). */
-	uint64_t wb_reserve, idle_stalls, stall_clock;
+	 * leaves out of the kept set for such a burst, and the allocations
+	 * that waited for RAM with no read in flight since the count began
+	 * (restarted by cache_restamp). fs->lock. */
+	struct wbreserve wbr;
 
 	/* Slots to free once the block map that stopped using them is
 	 * committed. */
@@ -140,34 +140,12 @@ struct cache {
 	uint64_t pf_signalled; /* the learner's clock when an access last woke it */
 };
 
-/* The time between training steps (fs/cache/idle.c). Guarded by fs->lock
- * unless a field says otherwise. */
+/* The time between training steps (fs/cache/idle.c). */
 struct idle {
-	/* When a request last touched a block whose home is a disk tier (with
-	 * a learned order and a tail plan). */
-	uint64_t disk_demand_ns;
-	/* When a request last touched a disk-homed block (learned or not),
-	 * and the longest time without one within the last two cycles, with
-	 * the learner's clock when it was seen (gap_seen), and the longest
-	 * of the two cycles before those. */
-	uint64_t disk_req_ns, gap_seen_ns, gap_seen_clock, gap_prev_ns;
-	/* Requests for disk-homed blocks being served (idle_disk_demand);
-	 * disk_req_ns is also set when the last of them is done. */
-	unsigned disk_reqs;
-	/* Whether gap_seen_ns or gap_prev_ns holds a measured stretch (0 ns
-	 * when the tiers were busy at every request). */
-	bool gap_measured;
-	/* With gap_plan = auto, the longest stretch that ended before its
-	 * work; when the stretch being worked began (0: none is); the
-	 * learner's clock (+1) when an idle stretch last wrote everything
-	 * back and read ahead all it could. */
-	uint64_t idle_short_ns;
-	uint64_t idle_from_ns;
-	uint64_t gap_ok_clock;
-	/* Whether the cache follows the tail plan for such stretches, and
-	 * when that last came on. */
-	bool gap_mode;
-	uint64_t gap_on_ns;
+	/* The idle stretches seen and worked, and whether the cache follows
+	 * the tail plan for them (gap mode): policy/gap.h, which describes
+	 * each field. fs->lock. */
+	struct gapmode gap;
 };
 
 /* Commits of block maps to LMDB and syncs of the tiers

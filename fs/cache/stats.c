@@ -20,7 +20,7 @@ int cache_order_stats_text(struct fs *fs, char *buf, size_t size)
 	engine_get_stats(fs, &es);
 	static const char *const gap_plan[] = {"no", "yes", "auto"};
 	unsigned long long idle_after_ms = cache_idle_after(fs) / 1000000ULL;
-	bool gap_mode = fs->idle.gap_mode;
+	bool gap_mode = fs->idle.gap.on;
 	unsigned long long pf = atomic_load(&fs->stats.prefetches),
 			   pf_hits = atomic_load(&fs->stats.prefetch_hits),
 			   pf_wasted = atomic_load(&fs->stats.prefetch_wasted);
