@@ -10,7 +10,8 @@
 
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 TU_OBJDIR := $(BUILD)/obj/cuda_update
-TU_LIB_SRC := cuda_update/adam_cpu.c cuda_update/layout.c cuda_update/pipeline.c
+TU_LIB_SRC := cuda_update/adam_cpu.c cuda_update/layout.c cuda_update/pipeline.c \
+	cuda_update/pipeline_io.c cuda_update/pipeline_open.c
 TU_LIB_OBJ := $(TU_LIB_SRC:cuda_update/%.c=$(TU_OBJDIR)/%.pic.o)
 TU_CFLAGS := $(CFLAGS) -fPIC
 TU_LIBS := -luring -lm -pthread
