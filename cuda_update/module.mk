@@ -62,4 +62,5 @@ $(BUILD)/tests/cuda_update/%: cuda_update/tests/%.c $(BUILD)/libtierfs_update.so
 		-Wl,-rpath,'$$ORIGIN/../..' $(TU_LIBS) $(shell pkg-config --libs cmocka)
 
 MODULE_ALL += $(BUILD)/tierfs-update $(BUILD)/libtierfs_update.so $(TU_TESTS)
--include $(TU_LIB_OBJ:.o=.d) $(TU_OBJDIR)/main.pic.d
+# The test programs' own .d files too: they share a fixture header.
+-include $(TU_LIB_OBJ:.o=.d) $(TU_OBJDIR)/main.pic.d $(TU_TESTS:=.d)
