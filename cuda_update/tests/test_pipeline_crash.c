@@ -56,8 +56,9 @@ int rename(const char *from, const char *to)
 }
 
 /* Sub-groups big enough that a state file takes several write requests
- * (MAX_OP_BYTES is 8 MiB): an in-place write-back torn by a kill would be
- * seen as a file matching neither the old nor the new state. */
+ * (at most MAX_OP_BYTES each, see pipeline_io.c): an in-place write-back
+ * torn by a kill would be seen as a file matching neither the old nor the
+ * new state. */
 #define KILL_SUB  1000003
 #define KILL_NSUB 3
 
