@@ -1,7 +1,7 @@
 /*
  * cuda_update/layout.h — internal: how a directory's files map onto sub-groups
  * (DeepSpeed's swap layout or the native one), shared by layout.c (discovery,
- * validation, synthetic init) and pipeline.c (the I/O).
+ * validation, synthetic init) and pipeline_io.c (the I/O).
  *
  * Native layout (one directory, written by `tierfs-update init`):
  *   sg-NNNNN.state  header (4096 B, struct tu_native_hdr) then param, exp_avg,

@@ -2,7 +2,7 @@
  * cuda_update/main.c — the `tierfs-update` command: init (synthetic model),
  * step (the pipelined optimizer step over a directory) and bench (CPU Adam vs
  * memory bandwidth, pipeline overlap). Option parsing and user-facing output
- * only; the work is in libtierfs_update (adam_cpu.c, pipeline.c, layout.c).
+ * only; the work is in libtierfs_update (adam_cpu.c, pipeline*.c, layout.c).
  */
 #include "cuda_update/tierfs_update.h"
 

@@ -10,7 +10,8 @@
 
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 TU_OBJDIR := $(BUILD)/obj/cuda_update
-TU_LIB_SRC := cuda_update/adam_cpu.c cuda_update/layout.c cuda_update/pipeline.c
+TU_LIB_SRC := cuda_update/adam_cpu.c cuda_update/layout.c cuda_update/pipeline.c \
+	cuda_update/pipeline_io.c cuda_update/pipeline_open.c
 TU_LIB_OBJ := $(TU_LIB_SRC:cuda_update/%.c=$(TU_OBJDIR)/%.pic.o)
 TU_CFLAGS := $(CFLAGS) -fPIC
 TU_LIBS := -luring -lm -pthread
@@ -61,4 +62,5 @@ $(BUILD)/tests/cuda_update/%: cuda_update/tests/%.c $(BUILD)/libtierfs_update.so
 		-Wl,-rpath,'$$ORIGIN/../..' $(TU_LIBS) $(shell pkg-config --libs cmocka)
 
 MODULE_ALL += $(BUILD)/tierfs-update $(BUILD)/libtierfs_update.so $(TU_TESTS)
--include $(TU_LIB_OBJ:.o=.d) $(TU_OBJDIR)/main.pic.d
+# The test programs' own .d files too: they share a fixture header.
+-include $(TU_LIB_OBJ:.o=.d) $(TU_OBJDIR)/main.pic.d $(TU_TESTS:=.d)

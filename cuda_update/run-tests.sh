@@ -2,7 +2,8 @@
 # cuda_update/run-tests.sh — runs the updater's tests from $TIERFS_BUILD (set by
 # tests/run.sh: the absolute build or build-san directory) and prints one TAP
 # line per test case, renumbered across programs: the cmocka programs
-# (kernels vs float64, pipeline, CUDA), then command-line checks of
+# (kernels vs float64, the pipeline's results, the files it is given and
+# what a crash leaves, CUDA), then command-line checks of
 # tierfs-update. cmocka 1.1.5 prints skips as "not ok N # SKIP name"; they are
 # rewritten as "ok N - name # SKIP". A program exiting 77 is one skipped case.
 # Exit status non-zero when any case failed.
@@ -61,6 +62,8 @@ run_prog() { # name
 
 run_prog test_kernels
 run_prog test_pipeline
+run_prog test_pipeline_files
+run_prog test_pipeline_crash
 run_prog test_cuda
 
 # Command line: usage, errors and exit codes.
