@@ -16,9 +16,9 @@
  * take turns depends on which of them the cache serves from RAM, so a write
  * can move by up to a sub-group's reads from one step to the next: half a
  * sub-group's share of the cycle, a sixteenth of it with 8 sub-groups, an
- * eighth with 4. The bench's 5600-access cycle drifts by 140-350 places,
- * which pushed a fixed window of 128 below the match threshold in some
- * steps and dropped a correct cycle. At most a quarter of the cycle. */
+ * eighth with 4. A long cycle drifts by more than a fixed window, which
+ * pushed some steps below the match threshold and dropped a correct
+ * cycle. At most a quarter of the cycle. */
 int64_t order_jitter(const struct order *o, size_t lag)
 {
 	int64_t w = o->window;

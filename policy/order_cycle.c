@@ -143,7 +143,7 @@ static void chain_insert(struct order *o, uint64_t key, uint32_t p, uint32_t las
  * (and next read after the cycle's end) is missing from the copy, while
  * another is there twice, once at each end. A missing read made a block
  * look dead after its write: the cache's first victim, and a needless miss
- * every step (4 drifting ranks on the bench: 10% of the blocks). So each
+ * every step. So each
  * (key, kind) seen in the band just before the copy but absent from it
  * takes the place of a same-kind repeat straddling the cut. Position
  * errors stay within the band, which the matching tolerates. O(band). */
@@ -198,8 +198,7 @@ static size_t copy_cycle(struct order *o, size_t lag)
  * step's head to its tail), more than half the matches sit at -1 or -2.
  * The copy then lacks the period's first accesses for good: blocks read
  * every step that the cycle never reads, the cache's first victims and a
- * miss each step (t_keepplan under ASan learned 1023 of 1024 and ranked
- * 383 of 384 blocks). Those accesses are the ones before the copy that it
+ * miss each step. Those accesses are the ones before the copy that it
  * lacks once the repeats at the cut are used up; the copy grows by that
  * many. An access lacked by jitter alone becomes a repeat, which the
  * matching tolerates. */

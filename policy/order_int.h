@@ -34,18 +34,18 @@
 #define ORDER_NCAND 8 /* candidate periods tried at once */
 /* Offsets a candidate's histogram re-centres over. A candidate's lag is one
  * key's recurrence distance, off the real period by as much as the ranks
- * drifted in between: up to the window, 700 accesses with 4 ranks on the
- * bench. Over +-128, one run in 12 learned a cycle 190 accesses too long; its
- * probation check then failed (590 misses against a budget of 589), the
- * right cycle was dropped and relearned a step later at twice its length. */
+ * drifted in between: up to the tolerance, far more than the window on a
+ * long cycle with several ranks. Over a narrower range a cycle was learned
+ * too long now and then; its probation check then failed, the right cycle
+ * was dropped and relearned a step later at twice its length. */
 #define ORDER_HIST_W	     1024
 #define ORDER_DEFAULT_WINDOW 128
 /* Coarse bins, each side, for the offsets beyond +-ORDER_HIST_W that the
  * jitter tolerance still lets match (up to a quarter of the lag). A lag
  * off by more than the fine histogram spans matched every access there,
  * and the median was lost: a step read forwards then backwards (a cycle of
- * two steps, 140000 accesses) was learned as a cycle of 126584, a period
- * whose +-12.5% reached the real one, and kept for good. */
+ * two steps) was learned as a cycle a tenth shorter, a period whose
+ * tolerance reached the real one, and kept for good. */
 #define ORDER_FAR 32
 
 struct ent {

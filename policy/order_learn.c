@@ -160,8 +160,9 @@ static bool cycle_on_probation(const struct order *o)
  *   (within a quarter of the tolerance) where the cycle's are not: the
  *   order changed to one the cycle still matches within its tolerance,
  *   and the cycle kept half its predictions off for good (alternating
- *   sub-groups with two kept, 445 accesses in two steps, to ascending,
- *   410 a step; or without, to a period of half the cycle's).
+ *   sub-groups with two kept, a cycle of two steps, to ascending, a
+ *   step a little shorter than half of it; or without, to a period of
+ *   half the cycle's).
  * Ranks drifting against each other spread the candidate's matches as
  * they do the cycle's, and do not make it flap. Never a longer period: a
  * multiple of the cycle holds as well as the cycle does. */
@@ -271,13 +272,11 @@ void order_record(struct order *o, uint64_t key, bool write)
 		/* The lag that spawned the candidate came from one key's previous
 		 * occurrence, which may be another occurrence in the same cycle
 		 * or a jittered one: re-centre it on the median match, which is
-		 * the real period. Not the most common offset: with 4 drifting
-		 * ranks the offsets spread over hundreds of places. On 12
-		 * recorded 4-rank bench runs the mode gave cycles of 5636-5847
-		 * accesses, the median 5636-5793 with 197 accesses in the copy
-		 * twice on average against 247; in test_cut_repeat the mode
-		 * missed the period by 17 of 1024. A copy too short lacks reads
-		 * (blocks that look dead), one too long has accesses twice. */
+		 * the real period. Not the most common offset: with drifting
+		 * ranks the offsets spread over hundreds of places, and the
+		 * mode missed the period more often and by more than the
+		 * median. A copy too short lacks reads (blocks that look
+		 * dead), one too long has accesses twice. */
 		struct cand *k = &o->cand[confirmed];
 		bool far;
 		int64_t lag = (int64_t)k->lag - median_offset(o, k, &far);

@@ -69,14 +69,13 @@ static uint64_t next_of(const struct order *o, uint64_t key, bool reads_only)
 				dd = o->clen;
 			/* The cycle is the last period of the recording, cut at
 			 * an arbitrary place; ranks drift, so an access near the
-			 * cut may be in the copy twice, once at each end (on the
-			 * bench 72-215 keys of 5700 in 12 runs). A block written
-			 * near the end then "is written again" just after the
-			 * cut: its next access looked like an overwrite, so the
-			 * cache took it for dead, wrote it back and evicted it
-			 * first, and read it back a step later (4 ranks: 60-100
-			 * such misses per step). A repeat of the same kind just
-			 * across the cut is that copy, not a use. */
+			 * cut may be in the copy twice, once at each end. A
+			 * block written near the end then "is written again"
+			 * just after the cut: its next access looked like an
+			 * overwrite, so the cache took it for dead, wrote it
+			 * back and evicted it first, and read it back a step
+			 * later. A repeat of the same kind just across the cut
+			 * is that copy, not a use. */
 			if (p < prev && p != e->last_q && o->cycw[p] == o->cycw[e->last_q] &&
 			    dd <= 2 * w)
 				continue;
