@@ -2,9 +2,10 @@
  * policy/mix.h — one 64-bit hash finaliser for the policy layer's tables
  * and stripe offsets.
  *
- * Keys there are highly structured (ino << 24 | block, consecutive inode
- * numbers); splitmix64's finaliser spreads them over every bit, so linear
- * probing and the stripe's start offsets do not cluster.
+ * Keys there are highly structured (order id << 24 | block index, the id
+ * often a consecutive inode number); splitmix64's finaliser spreads them
+ * over every bit, so linear probing and the stripe's start offsets do not
+ * cluster.
  */
 #ifndef TIERFS_MIX_H
 #define TIERFS_MIX_H

@@ -7,14 +7,17 @@
  * the order known, the cache can evict the block needed farthest in the
  * future (Belady) and prefetch the blocks needed next.
  *
- * Input: every block access, as an opaque 64-bit key (the cache passes
- * ino << 24 | block_index) and a write flag. Consecutive accesses to the
- * same key collapse into one (several requests cover one block). The stream
- * is the interleaving of several ranks, so one step is never byte-identical
- * to the last: matching tolerates positions that moved by up to `window`
- * accesses or an eighth of the cycle, whichever is more (local swaps, rank
- * drift, a pipelined reader and writer taking turns differently), stray
- * extra accesses and missing ones.
+ * Input: every block access, as an opaque 64-bit key and a write flag.
+ * The engine (fs/engine.c) passes id << 24 | block index, the id being the
+ * file's order id (fs_order_id): the name id of a file created on the
+ * mount, which a file rewritten under the same name keeps, or else its
+ * inode number. Consecutive accesses to the same key collapse into one
+ * (several requests cover one block). The stream is the interleaving of
+ * several ranks, so one step is never byte-identical to the last: matching
+ * tolerates positions that moved by up to `window` accesses or an eighth of
+ * the cycle, whichever is more (local swaps, rank drift, a pipelined reader
+ * and writer taking turns differently), stray extra accesses and missing
+ * ones.
  *
  * Learning: a recording of the deduplicated stream that never stops. Each
  * access whose key occurred before as the same kind of access (read or
@@ -27,30 +30,37 @@
  * step (the initial write of every file) is not periodic, and a check over
  * it would delay learning by a whole step. A candidate that holds with
  * match rate >= threshold over max(period, min_verify) accesses becomes the
- * cycle: its period is re-centred on the most common offset, and the last
- * period of the recording is copied as the cycle. It stays on probation for
- * two more spans: if it fails then, the cycle is dropped (a false lock) and
- * a waiting candidate takes over. A key may occur several times per cycle
- * (read, later written).
+ * cycle: its period is re-centred on the median offset of its matches, and
+ * the last period of the recording is copied as the cycle, repaired where
+ * drifting ranks put an access on the wrong side of the cut. It stays on
+ * probation for two more spans: if it fails then, the cycle is dropped (a
+ * false lock) and a waiting candidate takes over. A key may occur several
+ * times per cycle (read, later written).
  *
  * Learned: the learner follows the position in the cycle (an access found
- * within +-window of it, or of where the key's own previous access says it
- * should be, is a hit; only the former moves the position forward; two
- * misses in a row resynchronise). next_use is measured from each key's own
+ * within the tolerance of it, or of where the key's own previous access
+ * says it should be, is a hit; only the former moves the position forward;
+ * two misses in a row resynchronise). next_use is measured from each key's own
  * last access (the occurrence it matched plus the time since), so ranks
  * that drift apart keep exact-enough predictions; without such an anchor it
  * is the distance from the global position. When the hit rate over the last
  * `health_window` accesses falls below threshold, the pattern is declared
  * broken: not learned until a candidate (already running) holds again.
+ * Candidates keep running while learned: one that matches clearly better
+ * than the cycle has lately (more hits, or matches close where the
+ * cycle's are only within the tolerance) replaces it, which counts as a
+ * new learn.
  *
  * Cost: O(1) amortised per access (8 candidates x 4 positions, hashed
  * lookups); queries cost O(occurrences of the key per cycle).
  * All memory is allocated by order_create (no malloc per access): about
- * 140 bytes per unit of max_cycle (36 MiB at the default 2^18). Cycles
- * longer than max_cycle are never learned.
+ * 160 bytes per unit of max_cycle. Cycles longer than max_cycle are never
+ * learned.
  *
- * Thread safety: none. The cache calls every function under its own lock
- * (the const queries too: they read state that order_access changes).
+ * Thread safety: none. The engine calls every function on the learner in
+ * use under its lock (the const queries too: they read state that
+ * order_access changes); only order_seed_grow runs without it, on a seed
+ * and a learner of its own.
  */
 #ifndef TIERFS_ORDER_H
 #define TIERFS_ORDER_H
@@ -104,8 +114,8 @@ void order_access(struct order *o, uint64_t key, bool write);
  * FROM's recording: a cycle FROM had learned stays learned, and one it
  * had seen enough of is learned as it returns, so growing loses no step.
  * It goes on with FROM's clock and counters, so the times the cache
- * stamped stay comparable. FROM is left as it was, for the caller to destroy. Returns
- * 0, -EINVAL or -ENOMEM; O(recording) time. */
+ * stamped stay comparable. FROM is left as it was, for the caller to
+ * destroy. Returns 0, -EINVAL or -ENOMEM; O(recording) time. */
 int order_grow(const struct order *from, size_t max_cycle, struct order **out);
 
 /* order_grow in three parts, so that the O(recording) part runs with no
