@@ -293,9 +293,9 @@ bool engine_in_gap(struct fs *fs)
  * cache ran as plain LRU, and said nothing). A step reads and writes every
  * block of the state once, and the backward pass writes every gradient
  * block that the update then reads: about two accesses a block, and a
- * quarter more for partial blocks and strays. The learner costs about 140
- * bytes per access it can hold, so it starts small (9 MiB) and doubles as
- * files grow, up to 2^23 (1.2 GiB, about 3 TiB of state at 1 MiB blocks).
+ * quarter more for partial blocks and strays. The learner costs about 160
+ * bytes per access it can hold, so it starts small (10 MiB) and doubles as
+ * files grow, up to 2^23 (1.3 GiB, about 3 TiB of state at 1 MiB blocks).
  * The larger learner is fed the recording of the one it replaces, so a
  * cycle learned, or half seen, goes on (grow_run, on the planner thread).
  * Growing is rare: each doubles the size.
@@ -357,7 +357,8 @@ static void learner_fit(struct fs *fs, uint64_t blocks)
 			"(about %llu MiB)",
 			(unsigned long long)need_blocks(fs, need), (unsigned long long)need, have,
 			fs->conf.learn_max_cycle ? "learn_max_cycle" : "the most auto takes",
-			(unsigned long long)need, (unsigned long long)(need * 140 >> 20));
+			(unsigned long long)need,
+			(unsigned long long)(need * ORDER_BYTES_PER_ACCESS >> 20));
 		fs->eng.learn_fit_done = true;
 		return;
 	}
@@ -468,7 +469,8 @@ static void grow_run(struct fs *fs)
 				"the lock (%zu accesses made meanwhile)",
 				size, (unsigned long long)blocks,
 				fs->eng.learn_long ? ", a cycle of two steps" : "",
-				size * 140 >> 20, (double)(tier_now_ns() - t0) / 1e9,
+				size * ORDER_BYTES_PER_ACCESS >> 20,
+				(double)(tier_now_ns() - t0) / 1e9,
 				(double)(t1 - t0 + tier_now_ns() - t2) / 1e9, late);
 			learn_sync(fs);
 		}

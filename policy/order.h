@@ -71,6 +71,9 @@
 
 struct order;
 
+/* The learner's memory per unit of max_cycle, for estimates in messages. */
+#define ORDER_BYTES_PER_ACCESS 160
+
 struct order_params {
 	size_t max_cycle;	/* longest learnable cycle (deduplicated accesses);
 				   0 = ORDER_DEFAULT_MAX_CYCLE, at most 2^30 */
