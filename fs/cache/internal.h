@@ -55,11 +55,11 @@ void entry_evict(struct fs *fs, struct centry *e);
 void entry_stamp(struct fs *fs, struct centry *e, uint64_t id, uint64_t idx);
 int entry_new(struct fs *fs, struct centry **out);
 bool inode_is_volatile(const struct inode *in);
-void cache_replan(struct fs *fs);
 int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
 	      struct centry **out);
 void entry_put(struct fs *fs, struct centry *e);
 void entry_wait_unreferenced(struct fs *fs);
+void cache_note_access(struct fs *fs, struct inode *in, uint64_t idx, bool write);
 
 /* reclaim.c */
 bool entry_evictable(struct fs *fs, const struct centry *e, bool allow_pinned);
@@ -72,16 +72,13 @@ struct centry *victim_pick_before(struct fs *fs, uint64_t need_at);
 int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, struct centry **out);
 
 /* idle.c */
-uint64_t cache_idle_after(const struct fs *fs);
 uint64_t tiers_idle_ns(struct fs *fs);
-bool cache_disk_idle(struct fs *fs);
 bool idle_disk_demand(struct fs *fs, const struct inode *in);
 void idle_disk_demand_done(struct fs *fs, bool counted);
+void cache_plans_dropped(struct fs *fs);
 
 /* horizon.c */
 bool wb_dirty_over(const struct fs *fs);
-unsigned fs_persistent_queue(const struct fs *fs);
-uint64_t cache_plan_budget(struct fs *fs);
 bool tiers_reads_idle(struct fs *fs);
 uint64_t wb_horizon(struct fs *fs);
 bool wb_due_learned(struct fs *fs, const struct centry *e, uint64_t horizon);
@@ -98,8 +95,6 @@ uint64_t slot_moving(const struct fs *fs);
 int commit_unlocked(struct fs *fs);
 int slot_assign(struct fs *fs, struct inode *in, uint64_t idx);
 void slot_unassign(struct fs *fs, struct blk *b);
-void *cache_slot_ptr(struct fs *fs, uint64_t slot);
-void fs_durable_slots(struct fs *fs, uint64_t *used, uint64_t *total);
 
 /* data.c */
 int data_write_locked(struct fs *fs, struct inode *in, uint64_t off, const char *buf, size_t len,
@@ -107,7 +102,7 @@ int data_write_locked(struct fs *fs, struct inode *in, uint64_t off, const char 
 int data_drop_blocks(struct fs *fs, struct inode *in, uint64_t from, uint64_t to, bool keep_empty);
 
 /* prefetch.c */
-int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_at);
+void cache_prefetch_idle_ended(struct fs *fs);
 
 /* writeback.c */
 bool wb_candidate(struct fs *fs, const struct centry *e, bool spill);
@@ -122,20 +117,8 @@ int flush_block_wait(struct fs *fs, struct inode *in, uint64_t i);
 bool commit_held(struct fs *fs);
 int commit_pend_add(struct fs *fs, uint64_t ino, uint64_t idx);
 int commit_and_free(struct fs *fs, bool durable, bool *wrote);
-int cache_commit(struct fs *fs);
-int cache_commit_durable(struct fs *fs);
 
 /* sync.c */
 int sync_tiers(struct fs *fs);
-int cache_flush_inode(struct fs *fs, struct inode *in, bool durable);
-
-/* entry.c: tell the engine of an access (fit, learn, wake read-ahead). */
-void cache_note_access(struct fs *fs, struct inode *in, uint64_t idx, bool write);
-/* idle.c: the engine's plans went. */
-void cache_plans_dropped(struct fs *fs);
-/* prefetch.c: an idle stretch ended, read-ahead judges itself afresh
- * (what it read while the disks were idle cost nothing, and a pause
- * earned before would hold it off the whole next update). */
-void cache_prefetch_idle_ended(struct fs *fs);
 
 #endif

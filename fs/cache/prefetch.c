@@ -246,6 +246,9 @@ void cache_prefetcher_stop(struct fs *fs)
 	tfs_unlock(&fs->lock);
 }
 
+/* An idle stretch ended: read-ahead judges itself afresh. What it read
+ * while the disks were idle cost nothing, and a pause a window of it
+ * earned before would hold it off the whole next update. Lock held. */
 void cache_prefetch_idle_ended(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
