@@ -111,7 +111,7 @@ static void commit_soon(struct fs *fs)
 static bool tiers_quiet(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
-	if (fs->idle.gap.reqs || tiers_idle_ns(fs) < COMMIT_QUIET_NS)
+	if (fs->idle.gap.reqs || idle_tiers_ns(fs) < COMMIT_QUIET_NS)
 		return false;
 	return !fs->eng.tail_plan || !fs->idle.gap.demand_ns ||
 	       tier_now_ns() - fs->idle.gap.demand_ns >= COMMIT_QUIET_NS;

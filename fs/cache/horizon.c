@@ -85,7 +85,7 @@ static uint64_t keep_horizon(struct fs *fs)
 }
 
 /* Whether no persistent tier has a read in flight. Lock held. */
-bool tiers_reads_idle(struct fs *fs)
+bool wb_reads_idle(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
 	for (int i = 0; i < fs->conf.ntiers; i++)

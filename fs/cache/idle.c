@@ -51,7 +51,7 @@ uint64_t cache_idle_after(const struct fs *fs)
 
 /* How long every persistent tier has had no I/O in flight (0: one has).
  * Lock held (the tiers' idle clocks take a lock of their own, a leaf). */
-uint64_t tiers_idle_ns(struct fs *fs)
+uint64_t idle_tiers_ns(struct fs *fs)
 {
 	tfs_assert_held(&fs->lock);
 	uint64_t idle = UINT64_MAX;
@@ -71,7 +71,7 @@ bool cache_disk_idle(struct fs *fs)
 	int known = gapmode_idle_known(&fs->idle.gap, fs->eng.learned, fs->eng.tail_plan != NULL);
 	if (known >= 0)
 		return known;
-	uint64_t now = tier_now_ns(), quiet = tiers_idle_ns(fs); /* MAX: never busy */
+	uint64_t now = tier_now_ns(), quiet = idle_tiers_ns(fs); /* MAX: never busy */
 	if (!gapmode_quiet_long(&fs->idle.gap, now, quiet) || !engine_in_gap(fs))
 		return false;
 	gapmode_work_begins(&fs->idle.gap, now, quiet);

@@ -72,14 +72,14 @@ struct centry *victim_pick_before(struct fs *fs, uint64_t need_at);
 int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, struct centry **out);
 
 /* idle.c */
-uint64_t tiers_idle_ns(struct fs *fs);
+uint64_t idle_tiers_ns(struct fs *fs);
 bool idle_disk_demand(struct fs *fs, const struct inode *in);
 void idle_disk_demand_done(struct fs *fs, bool counted);
 void cache_plans_dropped(struct fs *fs);
 
 /* horizon.c */
 bool wb_dirty_over(const struct fs *fs);
-bool tiers_reads_idle(struct fs *fs);
+bool wb_reads_idle(struct fs *fs);
 uint64_t wb_horizon(struct fs *fs);
 bool wb_due_learned(struct fs *fs, const struct centry *e, uint64_t horizon);
 unsigned wb_kept_limit(const struct fs *fs, unsigned max);

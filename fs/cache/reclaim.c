@@ -320,7 +320,7 @@ int entry_alloc(struct fs *fs, const struct inode *in, uint64_t idx, struct cent
 			rc = -ENOSPC;
 			break;
 		}
-		if (!stalled && fs->eng.learned && tiers_reads_idle(fs)) {
+		if (!stalled && fs->eng.learned && wb_reads_idle(fs)) {
 			stalled = true;
 			wbreserve_stall(&fs->cache.wbr);
 			atomic_fetch_add(&fs->stats.idle_stalls, 1);
