@@ -54,7 +54,8 @@ static void plan_drop(struct fs *fs)
 	keepplan_free(fs->eng.tail_plan);
 	fs->eng.plan = fs->eng.tail_plan = NULL;
 	fs->eng.gap_run = 0;
-	fs->eng.hooks->plans_dropped(fs);
+	if (fs->eng.hooks) /* NULL: a mount that failed before engine_init */
+		fs->eng.hooks->plans_dropped(fs);
 }
 
 /* A learned cycle as the planner works on it, off the lock: its accesses,
