@@ -255,7 +255,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 	    (unsigned long long)(quiet_ns / 1000000), (unsigned long long)(gap_ns / 1000000));
 	/* The in-memory inode table and the block maps loaded in it: what
 	 * the kernel has looked up and the cache holds, not every file ever
-	 * touched (t_inodemem). */
+	 * touched. */
 	tfs_lock(&fs->lock);
 	uint64_t ninodes = fs->ninodes, nmaps = 0;
 	for (size_t h = 0; h < fs->itab_size; h++)

@@ -294,9 +294,9 @@ bool engine_in_gap(struct fs *fs)
  * cache ran as plain LRU, and said nothing). A step reads and writes every
  * block of the state once, and the backward pass writes every gradient
  * block that the update then reads: about two accesses a block, and a
- * quarter more for partial blocks and strays. The learner costs about 160
- * bytes per access it can hold, so it starts small (10 MiB) and doubles as
- * files grow, up to 2^23 (1.3 GiB, about 3 TiB of state at 1 MiB blocks).
+ * quarter more for partial blocks and strays. The learner costs
+ * ORDER_BYTES_PER_ACCESS per access it can hold, so it starts small
+ * (LEARN_AUTO_MIN) and doubles as files grow, up to LEARN_AUTO_MAX.
  * The larger learner is fed the recording of the one it replaces, so a
  * cycle learned, or half seen, goes on (grow_run, on the planner thread).
  * Growing is rare: each doubles the size.

@@ -32,7 +32,7 @@ static void ns_fields(struct meta_inode *to, const struct meta_inode *a)
  * fields it changes, which reach the in-memory inodes only once it has
  * committed. Applied at once, a failed commit left them behind: an unlink
  * whose commit failed left the link count 0 in memory, and the next close
- * deleted the file that still had its name (t_nsfail). g_ns_lock, taken
+ * deleted the file that still had its name. g_ns_lock, taken
  * before LMDB's writer lock and fs->lock, keeps the next operation from
  * reading memory between this one's commit and its update. */
 #define NS_MAX_PUTS 8

@@ -67,10 +67,10 @@ check "every file equals the plain directory's after the ascending steps" same_f
 # cycle and a candidate near the new period has been checked with its
 # matches close (within a quarter of the tolerance, 95% of them). How
 # soon such a candidate comes depends on how evenly the updater's reader
-# and writer take turns from step to step, which CPU load upsets: on an
-# idle machine the switch comes within 16 steps, with the CPUs busy it
-# took up to 72, so the steps run 8 at a time until learns goes up. MAX
-# only stops a learner that never switches.
+# and writer take turns from step to step, which CPU load upsets: with the
+# CPUs busy the switch takes several times as many steps as on an idle
+# machine, so the steps run 8 at a time until learns goes up. MAX only
+# stops a learner that never switches.
 MAX=160
 switch_steps() { # ORDER LEARNS [OPTION...]: steps until learns exceeds LEARNS
 	local order=$1 l=$2 n=0
