@@ -616,21 +616,10 @@ int engine_init(struct fs *fs, const struct engine_hooks *hooks, uint64_t blocks
 	return 0;
 }
 
-/* Tell the engine's threads to stop, wake TH where it waits on COND, and
- * wait for it to end. */
-static void thread_stop(struct fs *fs, pthread_t th, pthread_cond_t *cond)
-{
-	tfs_lock(&fs->lock);
-	fs->stopping = true;
-	pthread_cond_broadcast(cond);
-	tfs_unlock(&fs->lock);
-	pthread_join(th, NULL);
-}
-
 void engine_stop(struct fs *fs)
 {
 	if (fs->eng.planner_running) {
-		thread_stop(fs, fs->eng.planner, &fs->eng.plan_cond);
+		fs_thread_stop(fs, fs->eng.planner, &fs->eng.plan_cond);
 		fs->eng.planner_running = false;
 		pthread_cond_destroy(&fs->eng.plan_cond);
 	}

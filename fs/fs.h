@@ -347,6 +347,17 @@ static inline uint64_t fs_landing_slots(const struct fs *fs)
 	return fs->bs >= FS_MAX_REQUEST ? fs->conf.threads : 0;
 }
 
+/* Stop a thread of the mount: tell every thread to stop, wake TH where it
+ * waits on COND, and wait for it to end. No lock held. */
+static inline void fs_thread_stop(struct fs *fs, pthread_t th, pthread_cond_t *cond)
+{
+	tfs_lock(&fs->lock);
+	fs->stopping = true;
+	pthread_cond_broadcast(cond);
+	tfs_unlock(&fs->lock);
+	pthread_join(th, NULL);
+}
+
 /* The largest size a file may have (FS_MAX_BLOCKS blocks). */
 static inline uint64_t fs_max_size(const struct fs *fs)
 {

@@ -440,11 +440,7 @@ void flusher_stop(struct fs *fs)
 {
 	if (!fs->cache.flusher_running)
 		return;
-	tfs_lock(&fs->lock);
-	fs->stopping = true;
-	pthread_cond_signal(&fs->cache.flusher_cond);
-	tfs_unlock(&fs->lock);
-	pthread_join(fs->cache.flusher, NULL);
+	fs_thread_stop(fs, fs->cache.flusher, &fs->cache.flusher_cond);
 	fs->cache.flusher_running = false;
 	committer_stop(fs);
 }

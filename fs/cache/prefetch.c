@@ -234,11 +234,7 @@ void cache_prefetcher_stop(struct fs *fs)
 {
 	if (!fs->cache.prefetcher_running)
 		return;
-	tfs_lock(&fs->lock);
-	fs->stopping = true;
-	pthread_cond_broadcast(&fs->cache.prefetch_cond);
-	tfs_unlock(&fs->lock);
-	pthread_join(fs->cache.prefetcher, NULL);
+	fs_thread_stop(fs, fs->cache.prefetcher, &fs->cache.prefetch_cond);
 	fs->cache.prefetcher_running = false;
 	tfs_lock(&fs->lock);
 	while (fs->cache.prefetch_inflight)
