@@ -164,13 +164,14 @@ void gapmode_demand_at(struct gapmode *g, uint64_t now)
 	g->demand_ns = now;
 }
 
-bool gapmode_demand_done(struct gapmode *g, bool counted, uint64_t now)
+bool gapmode_demand_done(struct gapmode *g, bool counted)
 {
-	if (counted && --g->reqs == 0) {
-		g->req_ns = now;
-		return true;
-	}
-	return false;
+	return counted && --g->reqs == 0;
+}
+
+void gapmode_stretch_starts(struct gapmode *g, uint64_t now)
+{
+	g->req_ns = now;
 }
 
 uint64_t gapmode_commit_gap(const struct gapmode *g)

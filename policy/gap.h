@@ -200,10 +200,13 @@ void gapmode_seen(struct gapmode *g, uint64_t now, uint64_t clock, uint64_t idle
 void gapmode_demand_begin(struct gapmode *g);
 /* Under a tail plan, the request came at NOW (after any gapmode_judge). */
 void gapmode_demand_at(struct gapmode *g, uint64_t now);
-/* A request gapmode_demand_begin counted (COUNTED) is served at NOW.
- * Returns whether it was the last one being served: a stretch starts, and
- * the caller restarts the tiers' idle record. */
-bool gapmode_demand_done(struct gapmode *g, bool counted, uint64_t now);
+/* A request gapmode_demand_begin counted (COUNTED) is served. Returns
+ * whether it was the last one being served: a stretch starts, and the
+ * caller marks when (gapmode_stretch_starts) and restarts the tiers' idle
+ * record. Takes no clock: most requests are not the last. */
+bool gapmode_demand_done(struct gapmode *g, bool counted);
+/* The last request being served ended at NOW. */
+void gapmode_stretch_starts(struct gapmode *g, uint64_t now);
 
 /* The longest idle stretch of the learned step in the last two cycles or
  * the two before (gapmode_seen starts its window afresh with whatever

@@ -161,9 +161,9 @@ static void idle_ended(struct fs *fs, uint64_t clock, uint64_t now)
 		(double)quiet / 1e9, (double)cache_idle_after(fs) / 1e9);
 }
 
-static void gap_mode_set(struct fs *fs, bool gap)
+static void gap_mode_set(struct fs *fs, bool gap, uint64_t now)
 {
-	if (!gapmode_set(&fs->idle.gap, gap, tier_now_ns()))
+	if (!gapmode_set(&fs->idle.gap, gap, now))
 		return;
 	cache_replan(fs);
 	TFS_LOG("%s", gap ? "gap mode: the disks idle between steps long enough to write "
@@ -186,10 +186,11 @@ bool cache_idle_progress(struct fs *fs)
 {
 	if (!gapmode_may_progress(&fs->idle.gap, idle_done(fs)))
 		return false;
-	if (!gap_fits(fs, gapmode_progress_len(&fs->idle.gap, tier_now_ns())))
+	uint64_t now = tier_now_ns();
+	if (!gap_fits(fs, gapmode_progress_len(&fs->idle.gap, now)))
 		return false;
 	gapmode_mark_ok(&fs->idle.gap, engine_now(fs));
-	gap_mode_set(fs, true);
+	gap_mode_set(fs, true, now);
 	return true;
 }
 
@@ -255,7 +256,7 @@ bool idle_disk_demand(struct fs *fs, const struct inode *in)
 		gap = gapmode_holds(&fs->idle.gap, clock, engine_cycle_len(fs));
 	}
 	gapmode_demand_at(&fs->idle.gap, now);
-	gap_mode_set(fs, gap);
+	gap_mode_set(fs, gap, now);
 	return true;
 }
 
@@ -264,8 +265,10 @@ bool idle_disk_demand(struct fs *fs, const struct inode *in)
 void idle_disk_demand_done(struct fs *fs, bool counted)
 {
 	tfs_assert_held(&fs->lock);
-	if (gapmode_demand_done(&fs->idle.gap, counted, tier_now_ns()))
+	if (gapmode_demand_done(&fs->idle.gap, counted)) {
+		gapmode_stretch_starts(&fs->idle.gap, tier_now_ns());
 		(void)tiers_idle_take(fs); /* the stretch starts now */
+	}
 }
 
 /* The engine's plans went (a cycle learned or lost): gap mode follows the

@@ -235,7 +235,8 @@ static void test_seen(void **state)
 	assert_int_equal(g.seen_ns, 0);
 	assert_int_equal(g.req_ns, T0);
 	gapmode_demand_begin(&g);
-	assert_true(gapmode_demand_done(&g, true, T0 + MS(10))); /* the last one served */
+	assert_true(gapmode_demand_done(&g, true)); /* the last one served */
+	gapmode_stretch_starts(&g, T0 + MS(10));
 	assert_int_equal(g.req_ns, T0 + MS(10));
 	/* the next: a stretch of 50 ms with the tiers idle throughout */
 	gapmode_seen(&g, T0 + MS(60), 20, MAX, 0, 0, 0);
@@ -247,9 +248,10 @@ static void test_seen(void **state)
 	gapmode_seen(&g, T0 + MS(500), 30, MAX, 0, 0, 0);
 	gapmode_demand_begin(&g);
 	assert_int_equal(g.seen_ns, MS(50));
-	assert_false(gapmode_demand_done(&g, true, T0 + MS(600)));
-	assert_false(gapmode_demand_done(&g, false, T0 + MS(600))); /* not counted */
-	assert_true(gapmode_demand_done(&g, true, T0 + MS(700)));
+	assert_false(gapmode_demand_done(&g, true));
+	assert_false(gapmode_demand_done(&g, false)); /* not counted */
+	assert_true(gapmode_demand_done(&g, true));
+	gapmode_stretch_starts(&g, T0 + MS(700));
 	/* a stretch counts only as long as the tiers idled in it */
 	gapmode_seen(&g, T0 + MS(900), 40, MS(80), 0, 0, 0);
 	assert_int_equal(g.seen_ns, MS(80));
