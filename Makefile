@@ -26,7 +26,7 @@ OPT := -O2
 endif
 
 CC ?= gcc
-PKGS := fuse3 liburing lmdb inih libxxhash
+PKGS := fuse3 liburing lmdb inih libxxhash liblz4 libcrypto libcurl libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -10,11 +10,14 @@ PKGS=(
 	libinih-dev                   # config parsing
 	libxxhash-dev                 # block checksums
 	liblz4-dev libssl-dev libcurl4-openssl-dev  # codecs and the s3 tier
+	libmicrohttpd-dev             # the Prometheus /metrics endpoint
+	mandoc                        # man pages: rendering and lint
 	libcmocka-dev                 # unit tests
 	libaio-dev                    # DeepSpeed-like libaio test client and bench
 	fio attr                      # throughput figures, getfattr/setfattr
 	gnuplot-nox                   # bench plot
-	python3                       # test helpers
+	python3 python3-venv          # test helpers; venvs for PyPI test servers (scripts/pyenv.sh)
+	python3-boto3 python3-prometheus-client  # S3 and metrics test clients
 	procps                        # pgrep/pkill in the integration tests
 )
 missing=()
