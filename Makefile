@@ -5,6 +5,7 @@
 #   make test       deps, normal build, ASan+UBSan build, run every test
 #   make demo       deps, build, run the demo on a built-in default setup
 #   make bench      deps, build, run the update-phase benchmarks
+#   make fuzz       deps + clang, run each fuzz harness for a bounded time
 #   make SAN=1 ...  the same targets built with AddressSanitizer+UBSan in build-san/
 #   make format     apply .clang-format
 #
@@ -53,7 +54,7 @@ PRELOAD_LIB := $(PRELOAD_SRC:tests/integration/preload/%.c=$(BUILD)/tests/lib/%.
 
 ALL_TARGETS := $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) $(PRELOAD_LIB)
 
-.PHONY: all deps test demo bench format clean check-format install uninstall
+.PHONY: all deps test demo bench fuzz format clean check-format install uninstall
 PREFIX ?= /usr/local
 all: $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) $(PRELOAD_LIB) module-all
 
@@ -89,6 +90,7 @@ $(BUILD)/tests/lib/%.so: tests/integration/preload/%.c
 MODULE_ALL :=
 -include cuda_update/module.mk
 -include tests/bench/module.mk
+-include tests/fuzz/module.mk
 module-all: $(MODULE_ALL)
 .PHONY: module-all
 
@@ -109,6 +111,11 @@ bench: deps
 	$(MAKE) --no-print-directory -j$$(nproc) all
 	scripts/bench.sh
 
+# Searches with libFuzzer for FUZZ_SECONDS (default 60) per harness; not
+# part of `make test`, which replays the stored inputs only.
+fuzz: deps
+	scripts/fuzz.sh
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
@@ -128,6 +135,6 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/lib/libtierfs_update.so $(DESTDIR)$(PREFIX)/include/tierfs_update.h
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(CORE_OBJ:.o=.d) $(BUILD)/obj/fs/main.d $(UNIT_BIN:=.d)

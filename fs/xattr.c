@@ -180,7 +180,9 @@ int xattr_get(struct fs *fs, uint64_t ino, const char *name, struct strbuf *out)
 static int set_pin(struct fs *fs, uint64_t ino, const char *value, size_t size)
 {
 	char name[TIER_NAME_MAX];
-	if (size >= sizeof(name))
+	/* A NUL inside would pin to a prefix of the value, and getfattr
+	 * would then show something other than what was set. */
+	if (size >= sizeof(name) || memchr(value, '\0', size))
 		return -EINVAL;
 	memcpy(name, value, size);
 	name[size] = '\0';
@@ -205,9 +207,14 @@ static int set_pin(struct fs *fs, uint64_t ino, const char *value, size_t size)
 	if (!rc)
 		rc = t >= 0 ? cache_pin(fs, in, t) : cache_commit(fs);
 	if (!rc && t < 0) {
+		/* The commit may have swept IN from the table if nothing held
+		 * it (only the kernel's reference does): find it again. */
 		tfs_lock(&fs->lock);
-		in->home = fs_home_for(fs, &in->attr, NULL);
-		cache_rehome(fs, in);
+		rc = fs_inode_get(fs, ino, &in);
+		if (!rc) {
+			in->home = fs_home_for(fs, &in->attr, NULL);
+			cache_rehome(fs, in);
+		}
 		tfs_unlock(&fs->lock);
 	}
 	return rc;

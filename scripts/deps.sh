@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install every Debian package tierfs needs to build, test, demo and bench.
-# Idempotent and quiet when everything is already there.
+# Idempotent and quiet when everything is already there. Arguments name
+# extra packages to install with them.
 set -euo pipefail
 PKGS=(
 	build-essential pkg-config
@@ -20,6 +21,8 @@ PKGS=(
 	python3-boto3 python3-prometheus-client  # S3 and metrics test clients
 	procps                        # pgrep/pkill in the integration tests
 )
+# Extra packages a target needs beyond these (make fuzz: clang).
+PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -70,7 +70,7 @@ run_build() { # build: every test of one build directory
 		[[ -z $FILTER || $name == *$FILTER* ]] || continue
 		run_one "$build" "$name" bash "$t"
 	done
-	for mk in cuda_update tests/bench; do
+	for mk in cuda_update tests/bench tests/fuzz; do
 		[ -x "$mk/run-tests.sh" ] || continue
 		[[ -z $FILTER || $mk == *$FILTER* ]] || continue
 		run_one "$build" "$mk" "$mk/run-tests.sh"
