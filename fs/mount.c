@@ -77,6 +77,9 @@ static int open_tiers(struct fs *fs)
 		    .queue_depth = ct->queue_depth,
 		    .slab_size = ct->slab_size,
 		    .max_bandwidth = {ct->max_bandwidth_read, ct->max_bandwidth_write},
+		    .codec = {.compress = ct->compress,
+			      .cipher = ct->encrypt,
+			      .key_file = ct->key_file[0] ? ct->key_file : NULL},
 		};
 		int rc = tier_open(&p, &fs->tiers[i]);
 		if (rc)

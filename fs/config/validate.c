@@ -41,7 +41,8 @@ void config_finish_tiers(struct config_parse *p)
 		t->max_bandwidth_write = tx->kline[TK_MAX_BW_WRITE] ? tx->max_bw_write : tx->max_bw;
 
 		if (t->kind == TIER_RAM) {
-			static const int posix_only[] = {TK_PATH, TK_DIRECT, TK_SLAB};
+			static const int posix_only[] = {TK_PATH,     TK_DIRECT,  TK_SLAB,
+							 TK_COMPRESS, TK_ENCRYPT, TK_KEY_FILE};
 			if (++nram > 1) {
 				config_sect_error(p, t->line, sect,
 						  "only one ram tier is supported");
@@ -71,6 +72,19 @@ void config_finish_tiers(struct config_parse *p)
 			}
 			c->ram_tier = i;
 		} else {
+			if (t->encrypt != CODEC_CIPHER_NONE && !tx->kline[TK_KEY_FILE]) {
+				config_key_error(p, tx->kline[TK_ENCRYPT], "encrypt",
+						 "%s needs a key_file (32 raw bytes or 64 hex "
+						 "digits, e.g. from openssl rand -hex 32)",
+						 codec_cipher_name(t->encrypt));
+				return;
+			}
+			if (t->encrypt == CODEC_CIPHER_NONE && tx->kline[TK_KEY_FILE]) {
+				config_key_error(p, tx->kline[TK_KEY_FILE], "key_file",
+						 "given, but encrypt is not set: nothing would be "
+						 "encrypted (add encrypt = aes-256-gcm)");
+				return;
+			}
 			if (!tx->kline[TK_PATH]) {
 				config_sect_error(
 				    p, t->line, sect,
