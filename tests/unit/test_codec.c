@@ -28,6 +28,7 @@
 
 #include "tier_posix_fixture.h"
 #include "tiers/codec.h"
+#include "tiers/probe.h"
 
 #define ALIGN 4096u
 
@@ -501,6 +502,11 @@ static void test_posix_tier(void **state)
 	struct tier_stats st;
 	tier_get_stats(t, &st);
 	assert_int_equal(st.csum_errors, 1);
+	/* The bandwidth probe reads its frames back through the codec. */
+	uint64_t rd = 0, wr = 0;
+	assert_int_equal(tier_probe_bandwidth(t, 8 * BS, &rd, &wr), 0);
+	tier_get_stats(t, &st);
+	assert_int_equal(st.errors, 1); /* the flipped one, above */
 	tier_close(t);
 	/* Another key: EIO on read, not at open. */
 	char kp2[128];
