@@ -6,7 +6,8 @@
 # message. Then, on the encrypted tier: a byte flipped in a slab behind
 # tierfs's back reads as EIO (never wrong bytes) with a log line naming
 # the tier, the slot, the file and the block; and a wrong key_file at
-# remount gives EIO on every read, with the tag failure logged.
+# remount gives EIO on every read, with the tag failure logged. Last, fsx's
+# random operations over two coded tiers with little RAM.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 require_tierfs
@@ -172,4 +173,40 @@ grep -q 'tier nvme0: slot [0-9]*: AES-256-GCM tag mismatch' "$T/daemon.log" && o
 mount_fs "$T/aes.conf" || { fail "right key: mount"; tap_exit; exit 1; }
 check "right key again: files intact" sums_ok aes
 check "right key again: unmount clean" umount_fs
+
+# Random operations under memory pressure (fsx, as t_fsx's small-RAM run,
+# shorter): 64 KiB blocks striped over an encrypted, compressed tier and a
+# compressed one (their bandwidth probed through the codec at mount), RAM
+# for a sixth of the files, so that every operation meets write-back and
+# reads back from the coded tiers; then a remount and a full compare.
+if [ -x "$TESTBIN/fsx" ]; then
+	rm -rf "$T/meta" "$T/nvme0" "$T/nvme1"
+	two_tier_conf 64K | sed "s/^capacity = 256M\$/capacity = 20M/;
+		s|^path = $T/nvme0\$|path = $T/nvme0\ncompress = lz4\nencrypt = aes-256-gcm\nkey_file = $T/key|;
+		s|^path = $T/nvme1\$|path = $T/nvme1\ncompress = lz4|" >"$T/fsx.conf"
+	seed=${FSX_SEED:-$((RANDOM * 32768 + RANDOM))}
+	echo "# fsx seed $seed (replay: FSX_SEED=$seed)"
+	mkdir -p "$T/shadow"
+	if grep -q 'encrypt' "$T/fsx.conf" && mount_fs "$T/fsx.conf"; then
+		mkdir -p "$MNT/fsx"
+		check "fsx: ${CODEC_FSX_OPS:-10000} random ops under memory pressure" "$TESTBIN/fsx" -q -c \
+			-d "$MNT/fsx" -S "$T/shadow" -n "${CODEC_FSX_OPS:-10000}" -f 6 -m $((64 << 20)) \
+			-l $((1 << 20)) -s "$seed"
+		ev=$(grep -o 'evictions=[0-9]*' "$MNT/.tierfs/stats" | cut -d= -f2)
+		echo "# fsx: ${ev:-0} evictions"
+		check "fsx: RAM was short (evictions ${ev:-0} >= 100)" test "${ev:-0}" -ge 100
+		check "fsx: unmount clean" umount_fs
+		if mount_fs "$T/fsx.conf"; then
+			check "fsx: full compare after remount" "$TESTBIN/fsx" -q -V -d "$MNT/fsx" \
+				-S "$T/shadow" -f 6 -l $((1 << 20))
+			check "fsx: unmount clean (2)" umount_fs
+		else
+			fail "fsx: remount"
+		fi
+	else
+		fail "fsx: config or mount"
+	fi
+else
+	skip "fsx under memory pressure" "fsx not built"
+fi
 tap_exit
