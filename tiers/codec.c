@@ -293,6 +293,11 @@ bool codec_encrypts(const struct codec *c)
 	return c && c->cipher != CODEC_CIPHER_NONE;
 }
 
+bool codec_codes(const struct codec *c)
+{
+	return c && (c->compress != CODEC_COMPRESS_NONE || c->cipher != CODEC_CIPHER_NONE);
+}
+
 size_t codec_buf_size(const struct codec *c)
 {
 	return c->bufsize;

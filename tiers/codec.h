@@ -62,6 +62,10 @@ int codec_open(const struct codec_params *p, const char *name, uint32_t block_si
 	       struct codec **out);
 void codec_close(struct codec *c);
 bool codec_encrypts(const struct codec *c);
+/* Whether C codes what it writes (compress or encrypt set): a codec with
+ * neither writes every block as it is, and only decodes frames written
+ * under another setting. */
+bool codec_codes(const struct codec *c);
 
 /* Buffers from the codec's pool (made on first need, kept for reuse):
  * NULL when out of memory. */

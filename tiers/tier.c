@@ -225,7 +225,9 @@ int tier_open(const struct tier_params *p, struct tier **out)
 			 t->slots_total);
 		goto fail;
 	}
-	if (codec_wanted(&p->codec)) {
+	/* Every tier that is not RAM has a codec, coding or not: blocks
+	 * stored as frames under another compress setting must still read. */
+	if (p->kind != TIER_RAM) {
 		rc = codec_open(&p->codec, t->name, t->block_size, TIER_IO_ALIGN, &t->codec);
 		if (rc)
 			goto fail;
@@ -360,6 +362,8 @@ static int codec_swap(struct tier *t, struct tier_io *io)
 	io->bounce = NULL;
 	if (io->op == TIER_OP_READ && !io->stored_len)
 		return 0; /* written as it is: read as it is */
+	if (io->op == TIER_OP_WRITE && !codec_codes(t->codec))
+		return 0;
 	if (io->op == TIER_OP_READ &&
 	    (io->stored_len % TIER_IO_ALIGN || io->stored_len > t->slot_size)) {
 		tier_log(t, "slot %" PRIu64 ": stored length %" PRIu32 " cannot be a frame",

@@ -535,6 +535,14 @@ static void test_posix_tier(void **state)
 	    tier_rw_stored(t, TIER_OP_WRITE, TIER_PRIO_DEMAND, 1, data, 0, &csum[1], &stored[1]),
 	    0);
 	assert_true(stored[1] > 0 && stored[1] < BS);
+	/* With compress turned off, the frames still read. */
+	tier_close(t);
+	t = open_coded(CODEC_COMPRESS_NONE, CODEC_CIPHER_NONE, NULL);
+	assert_non_null(t);
+	memset(back, 0x55, BS);
+	assert_int_equal(
+	    tier_rw_stored(t, TIER_OP_READ, TIER_PRIO_DEMAND, 1, back, 0, &csum[1], &stored[1]), 0);
+	assert_memory_equal(back, data, BS);
 	/* A compressed frame's damage the checksum catches. */
 	flip_slab_byte(1, BS, 200);
 	assert_int_equal(
