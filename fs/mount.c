@@ -64,6 +64,9 @@ static int open_tiers(struct fs *fs)
 	for (int i = 0; i < fs->conf.ntiers; i++) {
 		const struct conf_tier *ct = &fs->conf.tiers[i];
 		struct tier_params p = {
+		    .codec = {.compress = ct->compress,
+			      .cipher = ct->encrypt,
+			      .key_file = ct->key_file[0] ? ct->key_file : NULL},
 		    .name = ct->name,
 		    .kind = ct->kind,
 		    .path = ct->kind == TIER_POSIX ? ct->path : NULL,
@@ -77,9 +80,6 @@ static int open_tiers(struct fs *fs)
 		    .queue_depth = ct->queue_depth,
 		    .slab_size = ct->slab_size,
 		    .max_bandwidth = {ct->max_bandwidth_read, ct->max_bandwidth_write},
-		    .codec = {.compress = ct->compress,
-			      .cipher = ct->encrypt,
-			      .key_file = ct->key_file[0] ? ct->key_file : NULL},
 		};
 		int rc = tier_open(&p, &fs->tiers[i]);
 		if (rc)

@@ -22,6 +22,12 @@
 enum conf_gap_plan { CONF_GAP_NO, CONF_GAP_YES, CONF_GAP_AUTO };
 
 struct conf_tier {
+	/* The per-block codec (tiers/codec.h), not on a ram tier: compress,
+	 * encrypt and key_file (absolute; required with encrypt). */
+	enum codec_compress compress;
+	enum codec_cipher encrypt;
+	char key_file[PATH_MAX];
+
 	char name[TIER_NAME_MAX];
 	enum tier_kind kind;
 	char path[PATH_MAX];	  /* posix: existing directory */
@@ -38,11 +44,6 @@ struct conf_tier {
 	 * _write keys one direction each (each direction its own, as io.max) */
 	uint64_t max_bandwidth_read;
 	uint64_t max_bandwidth_write;
-	/* The per-block codec (tiers/codec.h), not on a ram tier: compress,
-	 * encrypt and key_file (absolute; required with encrypt). */
-	enum codec_compress compress;
-	enum codec_cipher encrypt;
-	char key_file[PATH_MAX];
 	bool implicit; /* ram cache synthesized when the file names none */
 	int line;      /* line of the [tier NAME] header */
 };

@@ -98,6 +98,9 @@ static inline unsigned tier_io_dir(const struct tier_io *io)
 }
 
 struct tier_params {
+	/* The per-block codec, not on RAM tiers; all zero: none. */
+	struct codec_params codec;
+
 	const char *name;
 	enum tier_kind kind;
 	const char *path;	   /* TIER_POSIX: the directory holding slab files */
@@ -109,7 +112,6 @@ struct tier_params {
 	uint64_t slab_size;	   /* TIER_POSIX: bytes per slab file (0 = default 1 GiB) */
 	uint64_t max_bandwidth[2]; /* bytes/s cap per enum tier_op, 0 = none */
 	uint64_t extra_slots;	   /* slots beyond the capacity, for the caller's own use */
-	struct codec_params codec; /* not on RAM tiers; all zero: none */
 };
 
 /* Counters; updated atomically by the tier layer, read by anyone. */

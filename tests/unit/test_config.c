@@ -681,6 +681,15 @@ struct bad {
 };
 
 static const struct bad bads[] = {
+    {POSIX_A "compress = zstd\n", 4, "key 'compress'", "lz4 or none"},
+    {POSIX_A "encrypt = aes\n", 4, "key 'encrypt'", "aes-256-gcm or none"},
+    {POSIX_A "encrypt = aes-256-gcm\n", 4, "key 'encrypt'", "needs a key_file"},
+    {POSIX_A "key_file = /k\n", 4, "key 'key_file'", "encrypt is not set"},
+    {POSIX_A "key_file = k\nencrypt = aes-256-gcm\n", 4, "key 'key_file'", "absolute"},
+    {POSIX_A "[tier r]\ntype = ram\ncapacity = 1G\ncompress = lz4\n", 7, "key 'compress'",
+     "tier 'r' is a ram tier: blocks in RAM are never compressed or encrypted"},
+    {POSIX_A "[tier r]\ntype = ram\ncapacity = 1G\nencrypt = none\n", 7, "key 'encrypt'",
+     "is a ram tier"},
     {"[mount]\nblock_size = 1M\nbogus = 1\n", 3, "key 'bogus'", "unknown key"},
     {POSIX_A "[mounts]\nthreads = 2\n", 4, "section [mounts]", "unknown section"},
     {POSIX_A "[;x]\nthreads = 2\n", 4, "section [;x]", "unknown section"},
@@ -765,15 +774,6 @@ static const struct bad bads[] = {
     {POSIX_A "[rule a]\nmatch = x\ntier = a\n[rule a]\n", 7, "section [rule a]", "duplicate"},
     {POSIX_A "[rule z]\nmatch = dir/*.swp\ntier = a\n", 5, "key 'match'", "'/'"},
     {POSIX_A "[tier b]\ntype = posix\npath = @D@/a/.\n", 6, "key 'path'", "same directory"},
-    {POSIX_A "compress = zstd\n", 4, "key 'compress'", "lz4 or none"},
-    {POSIX_A "encrypt = aes\n", 4, "key 'encrypt'", "aes-256-gcm or none"},
-    {POSIX_A "encrypt = aes-256-gcm\n", 4, "key 'encrypt'", "needs a key_file"},
-    {POSIX_A "key_file = /k\n", 4, "key 'key_file'", "encrypt is not set"},
-    {POSIX_A "key_file = k\nencrypt = aes-256-gcm\n", 4, "key 'key_file'", "absolute"},
-    {POSIX_A "[tier r]\ntype = ram\ncapacity = 1G\ncompress = lz4\n", 7, "key 'compress'",
-     "only posix tiers"},
-    {POSIX_A "[tier r]\ntype = ram\ncapacity = 1G\nencrypt = none\n", 7, "key 'encrypt'",
-     "only posix tiers"},
 };
 
 static void test_bad(void **state)
