@@ -688,6 +688,18 @@ static void test_example_local(void **state)
 	assert_int_equal(cfg.nstripe, 1);
 }
 
+static void test_example_s3(void **state)
+{
+	(void)state;
+	load_example("ram-nvme-s3.conf");
+	assert_int_equal(cfg.ntiers, 3);
+	assert_int_equal(cfg.nstripe, 2);
+	const struct conf_tier *s = &cfg.tiers[config_tier_index(&cfg, "s3")];
+	assert_int_equal(s->kind, TIER_S3);
+	assert_string_equal(s->s3.prefix, "node0/");
+	assert_int_equal(s->queue_depth, 32);
+}
+
 static void test_example_ram_only(void **state)
 {
 	(void)state;
@@ -831,7 +843,7 @@ int main(void)
 {
 	enum { NBAD = sizeof(bads) / sizeof(bads[0]) };
 	static char names[NBAD][48];
-	struct CMUnitTest tests[16 + NBAD];
+	struct CMUnitTest tests[24 + NBAD];
 	size_t n = 0;
 
 #define T(f) tests[n++] = (struct CMUnitTest)cmocka_unit_test(f)
@@ -850,6 +862,7 @@ int main(void)
 	T(test_example_deepspeed);
 	T(test_example_local);
 	T(test_example_ram_only);
+	T(test_example_s3);
 	for (size_t i = 0; i < NBAD; i++) {
 		snprintf(names[i], sizeof(names[i]), "test_bad_%02zu_line%d", i, bads[i].line);
 		tests[n] = (struct CMUnitTest){names[i], test_bad, NULL, NULL, (void *)&bads[i]};
