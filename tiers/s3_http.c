@@ -160,6 +160,8 @@ static const char *method_name(enum s3_method m)
 		return "DELETE";
 	case S3_HEAD:
 		return "HEAD";
+	case S3_POST:
+		return "POST";
 	}
 	return "GET";
 }
@@ -199,9 +201,9 @@ int s3_req_setup(struct s3_tier *s, struct s3_req *r)
 	char date[17], range[64];
 	sigv4_amz_date(time(NULL), date);
 	const char *payload = SIGV4_EMPTY_SHA256;
-	if (r->method == S3_PUT)
+	if (r->method == S3_PUT || r->method == S3_POST)
 		payload = r->payload[0] ? r->payload : SIGV4_UNSIGNED_PAYLOAD;
-	struct sigv4_pair h[6];
+	struct sigv4_pair h[8];
 	size_t nh = 0;
 	h[nh++] = (struct sigv4_pair){"host", s->host};
 	h[nh++] = (struct sigv4_pair){"x-amz-content-sha256", payload};
@@ -212,6 +214,10 @@ int s3_req_setup(struct s3_tier *s, struct s3_req *r)
 	}
 	if (s->token[0])
 		h[nh++] = (struct sigv4_pair){"x-amz-security-token", s->token};
+	if (r->method == S3_POST) {
+		h[nh++] = (struct sigv4_pair){"content-md5", r->md5};
+		h[nh++] = (struct sigv4_pair){"content-type", "application/xml"};
+	}
 	struct sigv4_creds c = {s->access_key, s->secret_key, s->p.region, "s3"};
 	struct sigv4_request sr = {
 	    .method = method_name(r->method),
@@ -281,6 +287,11 @@ int s3_req_setup(struct s3_tier *s, struct s3_req *r)
 		break;
 	case S3_HEAD:
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		break;
+	case S3_POST:
+		curl_easy_setopt(e, CURLOPT_POST, 1L);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->len);
 		break;
 	case S3_GET:
 		break;
