@@ -183,12 +183,10 @@ void config_finish_s3(struct config_parse *p, int i)
 		config_sect_error(p, t->line, sect, "missing required key 'bucket'");
 		return;
 	}
-	if (!tx->kline[TK_CAPACITY]) {
-		config_sect_error(p, t->line, sect,
-				  "missing required key 'capacity' (an s3 tier needs one: how "
-				  "much of the bucket it may fill, e.g. capacity = 1T)");
-		return;
-	}
+	/* A bucket has no free space to measure: a default that costs little
+	 * (the slot map is a bit per block) and holds a large model's state. */
+	if (!tx->kline[TK_CAPACITY])
+		t->capacity = 1ULL << 40;
 	if (!t->persistent) {
 		config_key_error(p, tx->kline[TK_PERSISTENT], "persistent",
 				 "an s3 tier is always persistent; for files that need "

@@ -141,11 +141,19 @@ static void test_s3_keys(void **state)
 	assert_string_equal(t->s3.region, "us-east-1");
 	assert_string_equal(t->s3.profile, "default");
 	assert_string_equal(t->s3.prefix, "");
+	assert_int_equal(t->capacity, 2ULL << 30);
+	assert_int_equal(s->capacity, 1ULL << 30);
 	assert_true(t->s3.tls_verify);
 	assert_false(t->s3.virtual_host);
 	assert_true(t->s3.retries > 1);
 	/* Both s3 tiers are striped over by default. */
 	assert_int_equal(cfg.nstripe, 2);
+	/* capacity may be left out. */
+	rc = load(
+	    "[mount]\nmetadata = /m\n[tier s]\ntype = s3\nendpoint = http://h\nbucket = bk1\n");
+	if (rc)
+		fail_msg("%s", err);
+	assert_int_equal(cfg.tiers[0].capacity, 1ULL << 40);
 }
 
 static void test_all_keys(void **state)
@@ -807,8 +815,6 @@ static const struct bad bads[] = {
      "not a bucket name"},
     {"[tier s]\ntype = s3\nendpoint = http://h\n", 1, "section [tier s]",
      "missing required key 'bucket'"},
-    {"[tier s]\ntype = s3\nendpoint = http://h\nbucket = bk1\n", 1, "section [tier s]",
-     "missing required key 'capacity'"},
     {S3_A "path = @D@/a\n", 6, "key 'path'", "only posix tiers have a path"},
     {POSIX_A "bucket = bk1\n", 4, "key 'bucket'", "only s3 tiers have a bucket"},
     {S3_A "retries = 0\n", 6, "key 'retries'", "1 to 100"},
