@@ -361,16 +361,12 @@ static void *io_main(void *arg)
 		struct s3_req *go = NULL, **tail = &go;
 		uint64_t now = tier_now_ns(), wait_ns = 0;
 		pthread_mutex_lock(&s->lock);
-		if (s->stop) {
-			/* Queued DELETEs are left to the next mount's sweep. */
-			for (size_t i = 0; i < s->del_count; i++)
-				bit_put(s->del_pending,
-					s->del_queue[(s->del_head + i) % s->del_cap], false);
-			s->del_count = 0;
-			if (idle_locked(s)) {
-				pthread_mutex_unlock(&s->lock);
-				break;
-			}
+		/* At close, queued DELETEs still go out (a few requests), each
+		 * tried once: a store that is down leaves them to the next
+		 * mount's sweep rather than hold up the unmount. */
+		if (s->stop && idle_locked(s) && !s->del_count) {
+			pthread_mutex_unlock(&s->lock);
+			break;
 		}
 		/* Retries whose back-off is over. */
 		for (struct s3_req **pp = &s->retry; *pp;) {
@@ -408,7 +404,7 @@ static void *io_main(void *arg)
 		}
 		if (cap_wait && (!wait_ns || cap_wait < wait_ns))
 			wait_ns = cap_wait;
-		while (s->del_running < s->del_limit && s->del_count && !s->stop) {
+		while (s->del_running < s->del_limit && s->del_count) {
 			struct s3_req *r = del_batch(s);
 			if (!r)
 				break;
@@ -448,7 +444,11 @@ static void *io_main(void *arg)
 			curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&r);
 			curl_multi_remove_handle(s->multi, e);
 			enum s3_class c = s3_req_finish(s, r, rc);
-			if (c != S3_OK && c != S3_FAIL_4XX && c != S3_FAIL_OTHER) {
+			pthread_mutex_lock(&s->lock);
+			bool stopping = s->stop;
+			pthread_mutex_unlock(&s->lock);
+			if (c != S3_OK && c != S3_FAIL_4XX && c != S3_FAIL_OTHER &&
+			    (r->io || !stopping)) {
 				uint64_t d = s3_retry_delay(s, r);
 				if (d) {
 					__atomic_add_fetch(&s->st.retries, 1, __ATOMIC_RELAXED);
