@@ -313,12 +313,33 @@ static bool sweep_stopping(struct s3_tier *s)
 	return stop;
 }
 
+/* DELETE KEY at once, on a handle of its own (the listing's is busy). */
+static void delete_beyond(struct s3_tier *s, const char *key)
+{
+	CURL *easy = curl_easy_init();
+	struct s3_req *r = easy ? calloc(1, sizeof(*r)) : NULL;
+	if (r) {
+		r->easy = easy;
+		r->method = S3_DELETE;
+		snprintf(r->key, sizeof(r->key), "%s", key);
+		if (s3_req_run(s, r, true) != S3_OK) {
+			char msg[1600];
+			s3_req_describe(r, msg, sizeof(msg));
+			tier_log(s->t, "orphan sweep: %s", msg);
+		}
+		s3_req_release(r);
+		free(r);
+	}
+	if (easy)
+		curl_easy_cleanup(easy);
+}
+
 static void *sweep_main(void *arg)
 {
 	struct s3_tier *s = arg;
 	CURL *easy = curl_easy_init();
 	struct s3_req *r = easy ? calloc(1, sizeof(*r)) : NULL;
-	char token[1024] = "", key[1100];
+	char token[1024] = "", key[1024];
 	uint64_t listed = 0, orphans = 0;
 	bool failed = !r;
 	while (r && !sweep_stopping(s)) {
@@ -345,10 +366,17 @@ static void *sweep_main(void *arg)
 		       (p = xml_field(c, "Key", key, sizeof(key)))) {
 			uint64_t slot;
 			listed++;
-			if (s3_parse_key(s, key, &slot) && slot < s->t->slots_total &&
-			    !(__atomic_load_n(&s->t->slots.words[slot / 64], __ATOMIC_ACQUIRE) >>
-				  (slot % 64) &
-			      1)) {
+			if (!s3_parse_key(s, key, &slot))
+				continue;
+			if (slot >= s->t->slots_total) {
+				/* Beyond a capacity made smaller since: no block
+				 * can live there (the mount would have failed). */
+				orphans++;
+				delete_beyond(s, key);
+			} else if (!(__atomic_load_n(&s->t->slots.words[slot / 64],
+						     __ATOMIC_ACQUIRE) >>
+					 (slot % 64) &
+				     1)) {
 				orphans++;
 				s3_io_delete_orphan(s, slot);
 			}
