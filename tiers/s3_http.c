@@ -347,6 +347,7 @@ enum s3_class s3_req_finish(struct s3_tier *s, struct s3_req *r, CURLcode rc)
 		case CURLE_RECV_ERROR:
 		case CURLE_GOT_NOTHING:
 		case CURLE_PARTIAL_FILE:
+		case CURLE_SEND_FAIL_REWIND:
 		case CURLE_SSL_CONNECT_ERROR:
 		case CURLE_HTTP2:
 		case CURLE_HTTP2_STREAM:
@@ -367,7 +368,7 @@ enum s3_class s3_req_finish(struct s3_tier *s, struct s3_req *r, CURLcode rc)
 			c = S3_RETRY_THROTTLE;
 		else if (r->status >= 500)
 			c = S3_RETRY_5XX;
-		else if (!strcmp(code, "RequestTimeout"))
+		else if (r->status == 408 || !strcmp(code, "RequestTimeout"))
 			c = S3_RETRY_NET;
 		else if ((r->method == S3_DELETE || r->missing_ok) && r->status == 404)
 			c = S3_OK; /* already gone, or asked whether it is there */
