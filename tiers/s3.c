@@ -174,7 +174,15 @@ static int check_store(struct s3_tier *s, CURL *easy)
 	s3_error_code(r, code, sizeof(code));
 	int rc = 0;
 	long skew = r->server_date ? (long)time(NULL) - r->server_date : 0;
-	if (c == S3_RETRY_NET || (c == S3_FAIL_OTHER && r->curl_rc != CURLE_OK)) {
+	if (r->curl_rc == CURLE_PEER_FAILED_VERIFICATION ||
+	    r->curl_rc == CURLE_SSL_CACERT_BADFILE || r->curl_rc == CURLE_SSL_CONNECT_ERROR) {
+		tier_log(t,
+			 "TLS with %s failed: %s (ca_file names another CA; tls_verify = no "
+			 "skips the check)",
+			 s->p.endpoint,
+			 r->curl_err[0] ? r->curl_err : curl_easy_strerror(r->curl_rc));
+		rc = -EPROTO;
+	} else if (c == S3_RETRY_NET || (c == S3_FAIL_OTHER && r->curl_rc != CURLE_OK)) {
 		tier_log(t, "endpoint %s unreachable: %s", s->p.endpoint,
 			 r->curl_err[0] ? r->curl_err : curl_easy_strerror((CURLcode)r->curl_rc));
 		rc = -EHOSTUNREACH;

@@ -265,6 +265,8 @@ int s3_req_setup(struct s3_tier *s, struct s3_req *r)
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->p.request_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, s->p.tls_verify ? 1L : 0L);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, s->p.tls_verify ? 2L : 0L);
+	if (s->p.ca_file[0])
+		curl_easy_setopt(e, CURLOPT_CAINFO, s->p.ca_file);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->curl_err);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, r);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);

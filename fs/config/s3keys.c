@@ -12,9 +12,9 @@
 #include <strings.h>
 
 const char *const config_s3_keys[S3K_N] = {
-    "endpoint",	       "bucket",	  "prefix",	  "region",  "credentials_file",
-    "profile",	       "tls_verify",	  "addressing",	  "retries", "retry_time",
-    "request_timeout", "connect_timeout", "lease_timeout"};
+    "endpoint",	  "bucket",	     "prefix",		"region",	"credentials_file",
+    "profile",	  "tls_verify",	     "ca_file",		"addressing",	"retries",
+    "retry_time", "request_timeout", "connect_timeout", "lease_timeout"};
 
 void config_s3_defaults(struct tier_s3_params *s)
 {
@@ -113,6 +113,12 @@ bool config_key_s3(struct config_parse *p, const char *name, const char *v)
 	case S3K_TLS_VERIFY:
 		if (config_parse_bool(v, &s->tls_verify) < 0)
 			config_key_error(p, p->line, name, "'%s' is not yes or no", v);
+		break;
+	case S3K_CA_FILE:
+		if (v[0] != '/')
+			config_key_error(p, p->line, name, "'%s' must be an absolute path", v);
+		else
+			copy_str(p, name, v, s->ca_file, sizeof(s->ca_file));
 		break;
 	case S3K_ADDRESSING:
 		if (!strcasecmp(v, "path"))

@@ -116,6 +116,7 @@ static void test_s3_keys(void **state)
 	(void)state;
 	int rc = load("[mount]\nmetadata = /m\n" S3_A "prefix = node0/\nregion = eu-west-1\n"
 		      "credentials_file = ~/.aws/credentials\nprofile = train\ntls_verify = no\n"
+		      "ca_file = /etc/ssl/private-ca.pem\n"
 		      "addressing = virtual\nretries = 3\nretry_time = 2.5\n"
 		      "request_timeout = 30\nconnect_timeout = 0.5\nlease_timeout = 20\n"
 		      "[tier t]\ntype = s3\nendpoint = https://s3.example.com\nbucket = bk2\n"
@@ -132,6 +133,7 @@ static void test_s3_keys(void **state)
 	assert_string_equal(s->s3.credentials_file, "~/.aws/credentials");
 	assert_string_equal(s->s3.profile, "train");
 	assert_false(s->s3.tls_verify);
+	assert_string_equal(s->s3.ca_file, "/etc/ssl/private-ca.pem");
 	assert_true(s->s3.virtual_host);
 	assert_int_equal(s->s3.retries, 3);
 	assert_int_equal(s->s3.retry_time_ms, 2500);
@@ -821,6 +823,7 @@ static const struct bad bads[] = {
     {S3_A "addressing = dns\n", 6, "key 'addressing'", "path or virtual"},
     {S3_A "prefix = /x/\n", 6, "key 'prefix'", "must not start with '/'"},
     {S3_A "credentials_file = creds\n", 6, "key 'credentials_file'", "absolute path"},
+    {S3_A "ca_file = ca.pem\n", 6, "key 'ca_file'", "absolute path"},
     {S3_A "region = a\nregion = b\n", 7, "key 'region'", "given twice"},
     {S3_A "persistent = no\n", 6, "key 'persistent'", "always persistent"},
 };
