@@ -12,7 +12,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
