@@ -2,6 +2,7 @@
  * fs/ctl.c — MOUNTPOINT/.tierfs/, the read-only control view.
  *
  *   .tierfs/stats              per-tier and cache counters, as text
+ *   .tierfs/metrics            the same in Prometheus' format (fs/metrics.h)
  *   .tierfs/tiers/NAME/...     the mount's tree, showing only the files with
  *                              blocks on tier NAME; st_size = bytes held there
  *
@@ -21,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "fs/fs.h"
+#include "fs/metrics.h"
 #include "fs/strbuf.h"
 
 #define CTL_TIER_SHIFT 48
@@ -52,7 +54,7 @@ int ctl_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 		st->st_nlink = 2;
 		return 0;
 	}
-	if (ino == CTL_STATS) {
+	if (ino == CTL_STATS || ino == CTL_METRICS) {
 		st->st_mode = S_IFREG | 0444;
 		return 0;
 	}
@@ -120,6 +122,8 @@ int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, struct fuse_ent
 	if (parent == CTL_DIR) {
 		if (!strcmp(name, "stats"))
 			return ctl_entry(fs, CTL_STATS, e);
+		if (!strcmp(name, "metrics"))
+			return ctl_entry(fs, CTL_METRICS, e);
 		if (!strcmp(name, "tiers"))
 			return ctl_entry(fs, CTL_TIERS, e);
 		return -ENOENT;
@@ -172,7 +176,8 @@ int ctl_list(struct fs *fs, uint64_t ino,
 	if (!rc)
 		rc = add(arg, "..", ino, S_IFDIR);
 	if (!rc && ino == CTL_DIR) {
-		if (!(rc = add(arg, "stats", CTL_STATS, S_IFREG)))
+		if (!(rc = add(arg, "stats", CTL_STATS, S_IFREG)) &&
+		    !(rc = add(arg, "metrics", CTL_METRICS, S_IFREG)))
 			rc = add(arg, "tiers", CTL_TIERS, S_IFDIR);
 	} else if (!rc && ino == CTL_TIERS) {
 		for (int i = 0; !rc && i < fs->conf.ntiers; i++)
@@ -291,6 +296,8 @@ int ctl_open(struct fs *fs, uint64_t ino, int flags, char **text, size_t *len)
 	*len = 0;
 	if (ino == CTL_STATS)
 		return ctl_stats_text(fs, text, len);
+	if (ino == CTL_METRICS)
+		return metrics_text(fs, text, len);
 	/* Files under tiers/NAME/ open as empty: they stand for placement. */
 	return 0;
 }

@@ -210,6 +210,7 @@ struct fs {
 	struct engine eng;    /* the learned order and the keep plans: fs/engine.c */
 
 	struct fs_stats stats;
+	struct metrics_server *metrics; /* fs/metrics.c; NULL when not served */
 };
 
 struct freed_slot {

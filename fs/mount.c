@@ -5,7 +5,8 @@
  * configured tier its stable id, open the tiers, remove what must not
  * survive a remount (unlinked-but-open files, files of rules with
  * persistent = no), mark every slot the block maps use, start the cache,
- * the engine and the prefetcher. Down: stop the prefetcher, the planner
+ * the engine, the prefetcher and the metrics endpoint. Down: stop the
+ * metrics endpoint and the prefetcher, the planner
  * and the flusher, write back every dirty block, sync every tier and the
  * metadata, close.
  */
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "fs/metrics.h"
 #include "tiers/probe.h"
 
 static int init_super(struct fs *fs)
@@ -365,13 +367,15 @@ int fs_mount_prepare(struct fs *fs)
 	tfs_lock(&fs->lock);
 	uint64_t blocks = cache_learn_blocks(fs);
 	tfs_unlock(&fs->lock);
-	if ((rc = engine_init(fs, &cache_engine_hooks, blocks)))
+	if ((rc = engine_init(fs, &cache_engine_hooks, blocks)) ||
+	    (rc = cache_prefetcher_start(fs)))
 		return rc;
-	return cache_prefetcher_start(fs);
+	return metrics_start(fs);
 }
 
 void fs_unmount_finish(struct fs *fs)
 {
+	metrics_stop(fs); /* it reads the cache, the engine and the tiers */
 	cache_prefetcher_stop(fs);
 	engine_stop(fs);
 	flusher_stop(fs);

@@ -76,6 +76,10 @@ struct config {
 	 * and none succeeds, before it gets EIO; default 5000 (key in
 	 * seconds, may be fractional). */
 	unsigned writeback_timeout_ms;
+	/* Where /metrics is served (Prometheus text format): a numeric IPv4
+	 * or IPv6 address and a port; port 0 (the default) serves nothing. */
+	char metrics_addr[64];
+	uint16_t metrics_port;
 
 	/* [tier NAME] in file order; exactly one has kind TIER_RAM (the cache). */
 	int ntiers;

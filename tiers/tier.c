@@ -438,6 +438,26 @@ int tier_submit(struct tier *t, struct tier_io *io)
 	return rc;
 }
 
+static const uint64_t lat_bounds_ns[TIER_LAT_BOUNDS] = {
+    1000ULL,	   2500ULL,	  5000ULL,	 10000ULL,	25000ULL,     50000ULL,
+    100000ULL,	   250000ULL,	  500000ULL,	 1000000ULL,	2500000ULL,   5000000ULL,
+    10000000ULL,   25000000ULL,	  50000000ULL,	 100000000ULL,	250000000ULL, 500000000ULL,
+    1000000000ULL, 2500000000ULL, 5000000000ULL, 10000000000ULL};
+
+uint64_t tier_lat_bound_ns(unsigned i)
+{
+	return i < TIER_LAT_BOUNDS ? lat_bounds_ns[i] : UINT64_MAX;
+}
+
+/* The histogram bucket of an I/O that took DT ns. */
+static unsigned lat_bucket(uint64_t dt)
+{
+	unsigned i = 0;
+	while (i < TIER_LAT_BOUNDS && dt > lat_bounds_ns[i])
+		i++;
+	return i;
+}
+
 void tier_io_complete(struct tier_io *io, int result)
 {
 	struct tier *t = io->tier;
@@ -475,10 +495,12 @@ void tier_io_complete(struct tier_io *io, int result)
 		__atomic_add_fetch(&s->reads, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&s->bytes_read, io->len, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&s->read_ns, dt, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->lat[TIER_OP_READ][lat_bucket(dt)], 1, __ATOMIC_RELAXED);
 	} else {
 		__atomic_add_fetch(&s->writes, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&s->bytes_written, io->len, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&s->write_ns, dt, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->lat[TIER_OP_WRITE][lat_bucket(dt)], 1, __ATOMIC_RELAXED);
 	}
 	io->result = result;
 	busy_put(t, tier_io_dir(io));
@@ -647,6 +669,9 @@ void tier_get_stats(const struct tier *t, struct tier_stats *out)
 	out->csum_errors = __atomic_load_n(&s->csum_errors, __ATOMIC_RELAXED);
 	out->read_ns = __atomic_load_n(&s->read_ns, __ATOMIC_RELAXED);
 	out->write_ns = __atomic_load_n(&s->write_ns, __ATOMIC_RELAXED);
+	for (int d = 0; d < 2; d++)
+		for (int i = 0; i <= TIER_LAT_BOUNDS; i++)
+			out->lat[d][i] = __atomic_load_n(&s->lat[d][i], __ATOMIC_RELAXED);
 	/* The lock is the tier's own bookkeeping, not part of what the caller
 	 * reads: taking it through a const tier is sound. */
 	pthread_mutex_t *busy = (pthread_mutex_t *)&t->busy_lock;

@@ -135,6 +135,14 @@ struct tier_params {
 	const struct tier_s3_params *s3; /* TIER_S3 only */
 };
 
+/* The I/O latency histogram: fixed bounds, 1-2.5-5 steps per decade from
+ * 1 us to 10 s (tier_lat_bound_ns), and one bucket past the last for
+ * anything slower. Fixed so that histograms of two tiers, two mounts or
+ * two nodes add up bucket by bucket. */
+#define TIER_LAT_BOUNDS 22
+/* The upper bound of bucket I (< TIER_LAT_BOUNDS), in ns, inclusive. */
+uint64_t tier_lat_bound_ns(unsigned i);
+
 /* Counters; updated atomically by the tier layer, read by anyone. */
 struct tier_stats {
 	uint64_t reads, writes;		    /* completed I/Os */
@@ -146,6 +154,10 @@ struct tier_stats {
 	 * tier idles while the other side of the step waits on it only if
 	 * this falls short of the elapsed time. */
 	uint64_t busy_ns[2]; /* by enum tier_op */
+	/* Completed I/Os by submit-to-completion time, as reads/writes and
+	 * read_ns/write_ns count them: [enum tier_op][bucket], each bucket
+	 * its own count (not cumulative). */
+	uint64_t lat[2][TIER_LAT_BOUNDS + 1];
 };
 
 /* Open (create if needed) a tier. Returns 0 or -errno, with a message on

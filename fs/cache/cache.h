@@ -32,6 +32,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "fs/engine.h"
+
 struct fs;
 struct inode;
 struct blk;
@@ -156,6 +158,17 @@ extern const struct engine_hooks cache_engine_hooks;
  * learned order) and stopped before engine_stop. */
 int cache_prefetcher_start(struct fs *fs);
 void cache_prefetcher_stop(struct fs *fs);
+/* What the learner knows beside what read-ahead and the idle stretches
+ * made of it, read together: the "order" line of .tierfs/stats and the
+ * learner's metrics (fs/metrics.c). */
+struct cache_order_snap {
+	struct engine_stats es;
+	uint64_t prefetches, prefetch_hits, prefetch_wasted;
+	uint64_t idle_stretches, idle_worked, idle_after_ns;
+	bool gap_mode;
+};
+/* No lock held. */
+void cache_order_snapshot(struct fs *fs, struct cache_order_snap *out);
 /* The "order" line of .tierfs/stats. Returns its length or -ENOSPC. No
  * lock held. */
 int cache_order_stats_text(struct fs *fs, char *buf, size_t size);

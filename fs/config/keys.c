@@ -10,6 +10,7 @@
 #include "fs/config/config_load.h"
 #include "fs/config/parse_state.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,8 +18,8 @@
 #include <sys/stat.h>
 
 static const char *const config_mount_keys[MK_N] = {
-    "block_size",  "metadata",	     "sync_on_close",	"allow_other",	    "threads",
-    "dirty_ratio", "flush_interval", "commit_interval", "writeback_timeout"};
+    "block_size",  "metadata",	     "sync_on_close",	"allow_other",	     "threads",
+    "dirty_ratio", "flush_interval", "commit_interval", "writeback_timeout", "metrics"};
 const char *const config_tier_keys[TK_N] = {"type",
 					    "path",
 					    "capacity",
@@ -132,6 +133,53 @@ static void interval_key(struct config_parse *p, const char *name, const char *v
 		*ms = (unsigned)x;
 }
 
+/* [mount] metrics: "no", PORT (loopback), ADDR:PORT or [ADDR6]:PORT, the
+ * address numeric ("localhost" allowed) so that what it listens on is
+ * never a guess made by a resolver at mount. */
+static void metrics_key(struct config_parse *p, const char *name, const char *v)
+{
+	struct config *c = p->c;
+	bool off;
+	if (config_parse_bool(v, &off) == 0 && !off) {
+		c->metrics_port = 0;
+		return;
+	}
+	char host[sizeof(c->metrics_addr)] = "127.0.0.1";
+	const char *port = v, *colon = strrchr(v, ':');
+	if (v[0] == '[') {
+		const char *end = strchr(v, ']');
+		if (!end || end[1] != ':' || (size_t)(end - v - 1) >= sizeof(host))
+			goto bad;
+		memcpy(host, v + 1, (size_t)(end - v - 1));
+		host[end - v - 1] = '\0';
+		port = end + 2;
+	} else if (colon) {
+		if ((size_t)(colon - v) >= sizeof(host) || colon == v)
+			goto bad;
+		memcpy(host, v, (size_t)(colon - v));
+		host[colon - v] = '\0';
+		port = colon + 1;
+	}
+	if (!strcasecmp(host, "localhost"))
+		snprintf(host, sizeof(host), "127.0.0.1");
+	unsigned char addr[sizeof(struct in6_addr)];
+	bool v6 = v[0] == '[';
+	if (inet_pton(v6 ? AF_INET6 : AF_INET, host, addr) != 1)
+		goto bad;
+	uint64_t x;
+	if (config_parse_uint(port, 1, 65535, &x) < 0) {
+		config_key_error(p, p->line, name,
+				 "'%s': port '%s' must be an integer from 1 to 65535", v, port);
+		return;
+	}
+	snprintf(c->metrics_addr, sizeof(c->metrics_addr), "%s", host);
+	c->metrics_port = (uint16_t)x;
+	return;
+bad:
+	config_key_error(p, p->line, name,
+			 "'%s' is not no, PORT, IPV4:PORT or [IPV6]:PORT (e.g. 127.0.0.1:9464)", v);
+}
+
 void config_key_mount(struct config_parse *p, const char *name, const char *v)
 {
 	struct config *c = p->c;
@@ -179,6 +227,9 @@ void config_key_mount(struct config_parse *p, const char *name, const char *v)
 		break;
 	case MK_WB_TIMEOUT:
 		interval_key(p, name, v, &c->writeback_timeout_ms);
+		break;
+	case MK_METRICS:
+		metrics_key(p, name, v);
 		break;
 	default:
 		break;

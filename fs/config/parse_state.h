@@ -45,6 +45,7 @@ enum mount_key {
 	MK_FLUSH,
 	MK_COMMIT,
 	MK_WB_TIMEOUT,
+	MK_METRICS,
 	MK_N
 };
 

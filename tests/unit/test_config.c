@@ -380,6 +380,53 @@ static void test_gap_plan_values(void **state)
 	}
 }
 
+/* [mount] metrics: off by default, a bare port on loopback, IPv4 and
+ * IPv6 addresses as given; anything else a key error. */
+static int load_metrics(const char *v)
+{
+	char text[256];
+	snprintf(
+	    text, sizeof(text),
+	    "[mount]\nmetadata = @D@/meta\nmetrics = %s\n[tier m]\ntype = ram\ncapacity = 64M\n",
+	    v);
+	return load(text);
+}
+
+static void test_metrics_values(void **state)
+{
+	(void)state;
+	assert_int_equal(load_key("policy", "learn", "yes"), 0);
+	assert_int_equal(cfg.metrics_port, 0);
+	static const struct {
+		const char *v, *addr;
+		unsigned port;
+	} good[] = {{"9464", "127.0.0.1", 9464},
+		    {"127.0.0.1:1", "127.0.0.1", 1},
+		    {"0.0.0.0:65535", "0.0.0.0", 65535},
+		    {"localhost:80", "127.0.0.1", 80},
+		    {"[::1]:9464", "::1", 9464},
+		    {"off", "", 0},
+		    {"no", "", 0}};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		if (load_metrics(good[i].v))
+			fail_msg("metrics = %s: %s", good[i].v, err);
+		assert_int_equal(cfg.metrics_port, good[i].port);
+		if (good[i].port)
+			assert_string_equal(cfg.metrics_addr, good[i].addr);
+	}
+	static const char *const bad[] = {"yes",      "on",	   "65536",	   "127.0.0.1:0",
+					  "1.2.3:80", ":80",	   "127.0.0.1:",   "[::1]80",
+					  "::1:80",   "host.x:80", "[1.2.3.4]:80", "127.0.0.1:8x"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (load_metrics(bad[i]) != -EINVAL)
+			fail_msg("metrics = %s: accepted", bad[i]);
+		char want[PATH_MAX + 64];
+		snprintf(want, sizeof(want), "%s:3: key 'metrics': ", cpath);
+		if (strncmp(err, want, strlen(want)))
+			fail_msg("metrics = %s: message '%s'", bad[i], err);
+	}
+}
+
 static void test_learn_max_cycle_values(void **state)
 {
 	(void)state;
@@ -885,6 +932,7 @@ int main(void)
 	T(test_ram_only);
 	T(test_gap_plan_values);
 	T(test_learn_max_cycle_values);
+	T(test_metrics_values);
 	T(test_moved_keys);
 	T(test_syntax_and_line_numbers);
 	T(test_cannot_read);

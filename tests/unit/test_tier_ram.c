@@ -141,6 +141,17 @@ static void test_async_and_stats(void **state)
 	assert_int_equal(st.bytes_read, 2 * BS);
 	assert_int_equal(st.errors, 0);
 	assert_int_equal(st.csum_errors, 0);
+	/* The latency histogram counts each completed I/O once, in the
+	 * bucket its time falls in. */
+	for (int d = 0; d < 2; d++) {
+		uint64_t n = 0;
+		for (int k = 0; k <= TIER_LAT_BOUNDS; k++)
+			n += st.lat[d][k];
+		assert_int_equal(n, d == TIER_OP_READ ? st.reads : st.writes);
+	}
+	for (unsigned k = 1; k < TIER_LAT_BOUNDS; k++)
+		assert_true(tier_lat_bound_ns(k) > tier_lat_bound_ns(k - 1));
+	assert_int_equal(tier_lat_bound_ns(TIER_LAT_BOUNDS), UINT64_MAX);
 	free(b);
 	tier_close(t);
 }
