@@ -34,13 +34,17 @@ struct tier_backend {
 	 * now, -ENOSPC sends the block to another tier) and tier_reserve (the
 	 * slot holds a block already), off the I/O path. 0 or -errno. */
 	int (*prepare_slot)(struct tier *t, uint64_t slot, bool need_space);
+	/* Optional: apply t->max_bandwidth, just changed, to what is
+	 * dispatched from now on. 0 or -errno. */
+	int (*set_max_bandwidth)(struct tier *t);
 };
 
 extern const struct tier_backend tier_ram_backend;
 extern const struct tier_backend tier_posix_backend;
 
 struct tier {
-	/* Immutable after tier_open. */
+	/* Immutable after tier_open, but for max_bandwidth
+	 * (tier_set_max_bandwidth: atomic stores, the backend reads it). */
 	char name[TIER_NAME_MAX];
 	enum tier_kind kind;
 	bool persistent;
