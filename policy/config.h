@@ -21,6 +21,10 @@
  * AUTO does so once they have been seen long enough to finish the work. */
 enum conf_gap_plan { CONF_GAP_NO, CONF_GAP_YES, CONF_GAP_AUTO };
 
+/* log_level: info logs what tierfs always logged; debug adds a line per
+ * decision worth tracing (a rule placing a new file, a reload's details). */
+enum conf_log_level { CONF_LOG_INFO, CONF_LOG_DEBUG };
+
 struct conf_tier {
 	char name[TIER_NAME_MAX];
 	enum tier_kind kind;
@@ -69,6 +73,7 @@ struct config {
 	 * and none succeeds, before it gets EIO; default 5000 (key in
 	 * seconds, may be fractional). */
 	unsigned writeback_timeout_ms;
+	enum conf_log_level log_level; /* default info */
 
 	/* [tier NAME] in file order; exactly one has kind TIER_RAM (the cache). */
 	int ntiers;
