@@ -2,10 +2,12 @@
  * fs/ctl.c — MOUNTPOINT/.tierfs/, the read-only control view.
  *
  *   .tierfs/stats              per-tier and cache counters, as text
+ *   .tierfs/reload             write "reload" to reload the config
+ *                              (fs/reload.c); the mounting user's, 0200
  *   .tierfs/tiers/NAME/...     the mount's tree, showing only the files with
  *                              blocks on tier NAME; st_size = bytes held there
  *
- * Inode numbers: CTL_DIR, CTL_STATS, CTL_TIERS are fixed; a node under
+ * Inode numbers: CTL_DIR, CTL_STATS, CTL_TIERS, CTL_RELOAD are fixed; a node under
  * tiers/NAME/ is CTL_BASE | (tier + 1) << 48 | real inode, so the tree is
  * the real tree seen through a filter and needs no state of its own.
  *
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs/fs.h"
 #include "fs/strbuf.h"
@@ -54,6 +57,13 @@ int ctl_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	}
 	if (ino == CTL_STATS) {
 		st->st_mode = S_IFREG | 0444;
+		return 0;
+	}
+	if (ino == CTL_RELOAD) {
+		/* Whoever may remount may reload: the daemon's user. */
+		st->st_mode = S_IFREG | 0200;
+		st->st_uid = getuid();
+		st->st_gid = getgid();
 		return 0;
 	}
 	int t = tnode_tier(ino);
@@ -122,6 +132,8 @@ int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, struct fuse_ent
 			return ctl_entry(fs, CTL_STATS, e);
 		if (!strcmp(name, "tiers"))
 			return ctl_entry(fs, CTL_TIERS, e);
+		if (!strcmp(name, "reload"))
+			return ctl_entry(fs, CTL_RELOAD, e);
 		return -ENOENT;
 	}
 	if (parent == CTL_TIERS) {
@@ -172,8 +184,9 @@ int ctl_list(struct fs *fs, uint64_t ino,
 	if (!rc)
 		rc = add(arg, "..", ino, S_IFDIR);
 	if (!rc && ino == CTL_DIR) {
-		if (!(rc = add(arg, "stats", CTL_STATS, S_IFREG)))
-			rc = add(arg, "tiers", CTL_TIERS, S_IFDIR);
+		if (!(rc = add(arg, "stats", CTL_STATS, S_IFREG)) &&
+		    !(rc = add(arg, "tiers", CTL_TIERS, S_IFDIR)))
+			rc = add(arg, "reload", CTL_RELOAD, S_IFREG);
 	} else if (!rc && ino == CTL_TIERS) {
 		for (int i = 0; !rc && i < fs->conf.ntiers; i++)
 			rc = add(arg, fs->conf.tiers[i].name, tnode(i, META_ROOT_INO), S_IFDIR);
@@ -278,10 +291,12 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 
 int ctl_open(struct fs *fs, uint64_t ino, int flags, char **text, size_t *len)
 {
-	if ((flags & O_ACCMODE) != O_RDONLY)
-		return -EROFS;
 	*text = NULL;
 	*len = 0;
+	if (ino == CTL_RELOAD)
+		return (flags & O_ACCMODE) == O_WRONLY ? 0 : -EACCES;
+	if ((flags & O_ACCMODE) != O_RDONLY)
+		return -EROFS;
 	if (ino == CTL_STATS)
 		return ctl_stats_text(fs, text, len);
 	/* Files under tiers/NAME/ open as empty: they stand for placement. */

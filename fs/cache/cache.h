@@ -155,6 +155,9 @@ extern const struct engine_hooks cache_engine_hooks;
 /* The prefetcher thread, after engine_init (it reads ahead along the
  * learned order) and stopped before engine_stop. */
 int cache_prefetcher_start(struct fs *fs);
+/* Start the prefetcher if it should run and does not: at mount, or once a
+ * reload turns learning on. No lock held. */
+int cache_prefetcher_launch(struct fs *fs);
 void cache_prefetcher_stop(struct fs *fs);
 /* The "order" line of .tierfs/stats. Returns its length or -ENOSPC. No
  * lock held. */
