@@ -403,7 +403,8 @@ static void apply(struct rctx *x)
 	__atomic_store_n(&c->learn, t->learn, __ATOMIC_RELAXED);
 	/* The flusher and the prefetcher wait with the old values. */
 	pthread_cond_broadcast(&fs->cache.flusher_cond);
-	pthread_cond_broadcast(&fs->cache.prefetch_cond);
+	if (fs->cache.prefetcher_running)
+		cache_prefetch_depth_set(fs);
 	uint64_t blocks = learn_changed && t->learn ? cache_learn_blocks(fs) : 0;
 	tfs_unlock(&fs->lock);
 	free(st);

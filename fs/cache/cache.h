@@ -158,6 +158,9 @@ int cache_prefetcher_start(struct fs *fs);
 /* Start the prefetcher if it should run and does not: at mount, or once a
  * reload turns learning on. No lock held. */
 int cache_prefetcher_launch(struct fs *fs);
+/* conf.prefetch_depth changed (or was set): size what read-ahead may have
+ * in flight, and wake the prefetcher. Lock held. */
+void cache_prefetch_depth_set(struct fs *fs);
 void cache_prefetcher_stop(struct fs *fs);
 /* The "order" line of .tierfs/stats. Returns its length or -ENOSPC. No
  * lock held. */

@@ -161,6 +161,7 @@ static void *prefetcher_main(void *arg)
 					"until the next reload",
 					depth);
 				__atomic_store_n(&fs->conf.prefetch_depth, 0u, __ATOMIC_RELAXED);
+				cache_prefetch_depth_set(fs);
 				continue;
 			}
 			room = ahead;
@@ -234,6 +235,15 @@ int cache_prefetcher_start(struct fs *fs)
 	return cache_prefetcher_launch(fs);
 }
 
+void cache_prefetch_depth_set(struct fs *fs)
+{
+	tfs_assert_held(&fs->lock);
+	/* With read-ahead off, none of the queues nor of RAM is set aside
+	 * for it. */
+	fs->cache.prefetch_max = FS_LIVE(fs->conf.prefetch_depth) ? fs_persistent_queue(fs) : 0;
+	pthread_cond_broadcast(&fs->cache.prefetch_cond);
+}
+
 int cache_prefetcher_launch(struct fs *fs)
 {
 	/* Started with prefetch_depth = 0 too: a reload may raise it. */
@@ -243,7 +253,7 @@ int cache_prefetcher_launch(struct fs *fs)
 	 * the scheduler serves after demand reads. Under the lock: a reload
 	 * that turns learning on starts it while requests run. */
 	tfs_lock(&fs->lock);
-	fs->cache.prefetch_max = fs_persistent_queue(fs);
+	cache_prefetch_depth_set(fs);
 	tfs_unlock(&fs->lock);
 	int rc = pthread_create(&fs->cache.prefetcher, NULL, prefetcher_main, fs);
 	if (rc)
