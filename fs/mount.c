@@ -324,7 +324,14 @@ int fs_mount_prepare(struct fs *fs)
 	fs->bs = fs->conf.block_size;
 	fs->ram = fs->conf.ram_tier;
 	tfs_mutex_init(&fs->lock, "fs->lock", LOCK_FS);
-	if ((rc = pthread_rwlock_init(&fs->rules_lock, NULL)))
+	/* Writer first: a stream of creates must not hold a reload off. */
+	pthread_rwlockattr_t ra;
+	if ((rc = pthread_rwlockattr_init(&ra)))
+		return -rc;
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	rc = pthread_rwlock_init(&fs->rules_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	if (rc)
 		return -rc;
 	pthread_cond_init(&fs->cond, NULL);
 	pthread_cond_init(&fs->cache.flusher_cond, NULL);

@@ -13,7 +13,7 @@ require_cmd getfattr
 
 # gen VAR=VALUE...: the config, with these settings (defaults below).
 gen() {
-	local DR=25 FI=1 LL=info CAP=none LEARN=yes RULE=no BS=64K CAP1=2G BAD=
+	local DR=25 FI=1 LL=info CAP=none LEARN=yes RULE=no BS=64K CAP1=2G BAD= PD=64
 	local kv
 	for kv in "$@"; do local "$kv"; done
 	mkdir -p "$T/nvme0" "$T/nvme1" "$T/meta"
@@ -43,6 +43,9 @@ capacity = $CAP1
 [policy]
 stripe = nvme0, nvme1
 learn = $LEARN
+
+[expert]
+prefetch_depth = $PD
 CONF
 	if [ "$RULE" = yes ]; then
 		printf '\n[rule ckpt]\nmatch = *.ckpt\ntier = nvme1\n'
@@ -96,6 +99,16 @@ sleep 1
 r2=$(rate_nvme0 3)
 echo "# nvme0 write-back with the cap lifted: $r2 bytes/s"
 [ "$r2" -gt $((CAP * 2)) ] && ok "cap lifted: rate $r2 B/s" || fail "cap lifted: rate still $r2 B/s"
+
+# prefetch_depth: applied and logged (read-ahead along a learned order
+# needs a learned training step, which t_replay and t_prefetchstat cover).
+gen PD=0 >"$T/c.conf"
+m=$(mark)
+reload_hup
+log_since "$m" | grep -q "reload: \[expert\] prefetch_depth: 64 -> 0" &&
+	ok "prefetch_depth 64 -> 0 logged" || fail "prefetch_depth change"
+gen >"$T/c.conf"
+reload_hup
 
 # learn = no: the learner sees no more accesses; yes again: it does.
 acc() { grep '^order ' "$MNT/.tierfs/stats" | tr ' ' '\n' | sed -n 's/^accesses=//p'; }
