@@ -56,6 +56,8 @@ ALL_TARGETS := $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) $(PRELOAD_LIB)
 
 .PHONY: all deps test demo bench fuzz format clean check-format install uninstall
 PREFIX ?= /usr/local
+MANDIR ?= $(PREFIX)/share/man
+EXAMPLEDIR ?= $(PREFIX)/share/doc/tierfs/examples
 all: $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) $(PRELOAD_LIB) module-all
 
 $(BUILD)/obj/%.o: %.c
@@ -65,6 +67,9 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/libtierfs.a: $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+# --help names where `make install` puts the example configs.
+$(BUILD)/obj/fs/main.o: CFLAGS += -DTIERFS_EXAMPLES='"$(EXAMPLEDIR)"'
 
 $(BUILD)/tierfs: $(BUILD)/obj/fs/main.o $(BUILD)/libtierfs.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -129,10 +134,19 @@ install: all
 	install -m 755 build/tierfs build/tierfs-update $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 build/libtierfs_update.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 cuda_update/tierfs_update.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+		   $(DESTDIR)$(EXAMPLEDIR)
+	install -m 644 docs/man/tierfs-update.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 docs/man/tierfs.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 644 docs/man/tierfs.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 644 scripts/conf/*.conf $(DESTDIR)$(EXAMPLEDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/tierfs $(DESTDIR)$(PREFIX)/bin/tierfs-update \
-	      $(DESTDIR)$(PREFIX)/lib/libtierfs_update.so $(DESTDIR)$(PREFIX)/include/tierfs_update.h
+	      $(DESTDIR)$(PREFIX)/lib/libtierfs_update.so $(DESTDIR)$(PREFIX)/include/tierfs_update.h \
+	      $(DESTDIR)$(MANDIR)/man1/tierfs-update.1 $(DESTDIR)$(MANDIR)/man5/tierfs.conf.5 \
+	      $(DESTDIR)$(MANDIR)/man8/tierfs.8
+	rm -rf $(DESTDIR)$(EXAMPLEDIR)
 
 clean:
 	rm -rf build build-san build-fuzz

@@ -3,10 +3,12 @@
  *
  *   .tierfs/stats              per-tier and cache counters, as text
  *   .tierfs/metrics            the same in Prometheus' format (fs/metrics.h)
+ *   .tierfs/reload             write "reload" to reload the config
+ *                              (fs/reload.c); the mounting user's, 0200
  *   .tierfs/tiers/NAME/...     the mount's tree, showing only the files with
  *                              blocks on tier NAME; st_size = bytes held there
  *
- * Inode numbers: CTL_DIR, CTL_STATS, CTL_TIERS are fixed; a node under
+ * Inode numbers: CTL_DIR, CTL_STATS, CTL_TIERS, CTL_RELOAD are fixed; a node under
  * tiers/NAME/ is CTL_BASE | (tier + 1) << 48 | real inode, so the tree is
  * the real tree seen through a filter and needs no state of its own.
  *
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs/fs.h"
 #include "fs/metrics.h"
@@ -56,6 +59,13 @@ int ctl_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	}
 	if (ino == CTL_STATS || ino == CTL_METRICS) {
 		st->st_mode = S_IFREG | 0444;
+		return 0;
+	}
+	if (ino == CTL_RELOAD) {
+		/* Whoever may remount may reload: the daemon's user. */
+		st->st_mode = S_IFREG | 0200;
+		st->st_uid = getuid();
+		st->st_gid = getgid();
 		return 0;
 	}
 	int t = tnode_tier(ino);
@@ -126,6 +136,8 @@ int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, struct fuse_ent
 			return ctl_entry(fs, CTL_METRICS, e);
 		if (!strcmp(name, "tiers"))
 			return ctl_entry(fs, CTL_TIERS, e);
+		if (!strcmp(name, "reload"))
+			return ctl_entry(fs, CTL_RELOAD, e);
 		return -ENOENT;
 	}
 	if (parent == CTL_TIERS) {
@@ -177,8 +189,9 @@ int ctl_list(struct fs *fs, uint64_t ino,
 		rc = add(arg, "..", ino, S_IFDIR);
 	if (!rc && ino == CTL_DIR) {
 		if (!(rc = add(arg, "stats", CTL_STATS, S_IFREG)) &&
-		    !(rc = add(arg, "metrics", CTL_METRICS, S_IFREG)))
-			rc = add(arg, "tiers", CTL_TIERS, S_IFDIR);
+		    !(rc = add(arg, "metrics", CTL_METRICS, S_IFREG)) &&
+		    !(rc = add(arg, "tiers", CTL_TIERS, S_IFDIR)))
+			rc = add(arg, "reload", CTL_RELOAD, S_IFREG);
 	} else if (!rc && ino == CTL_TIERS) {
 		for (int i = 0; !rc && i < fs->conf.ntiers; i++)
 			rc = add(arg, fs->conf.tiers[i].name, tnode(i, META_ROOT_INO), S_IFDIR);
@@ -197,11 +210,6 @@ int ctl_list(struct fs *fs, uint64_t ino,
 	return rc;
 }
 
-static const char *kind_name(enum tier_kind k)
-{
-	return k == TIER_RAM ? "ram" : k == TIER_S3 ? "s3" : "posix";
-}
-
 int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 {
 	struct strbuf sb = {0};
@@ -218,7 +226,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		    "reads=%llu bytes_read=%llu writes=%llu bytes_written=%llu "
 		    "errors=%llu checksum_errors=%llu bw_read=%llu bw_write=%llu "
 		    "busy_read_ms=%llu busy_write_ms=%llu io_read_ms=%llu io_write_ms=%llu%s\n",
-		    fs->conf.tiers[i].name, kind_name(tier_kind(fs->tiers[i])),
+		    fs->conf.tiers[i].name, tier_kind_name(fs->tiers[i]),
 		    tier_persistent(fs->tiers[i]) ? "yes" : "no", (unsigned long long)used,
 		    (unsigned long long)total, (unsigned long long)s.reads,
 		    (unsigned long long)s.bytes_read, (unsigned long long)s.writes,
@@ -290,10 +298,12 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 
 int ctl_open(struct fs *fs, uint64_t ino, int flags, char **text, size_t *len)
 {
-	if ((flags & O_ACCMODE) != O_RDONLY)
-		return -EROFS;
 	*text = NULL;
 	*len = 0;
+	if (ino == CTL_RELOAD)
+		return (flags & O_ACCMODE) == O_WRONLY ? 0 : -EACCES;
+	if ((flags & O_ACCMODE) != O_RDONLY)
+		return -EROFS;
 	if (ino == CTL_STATS)
 		return ctl_stats_text(fs, text, len);
 	if (ino == CTL_METRICS)

@@ -32,6 +32,8 @@
 
 #define KEY_IDX_BITS 24
 
+static int learner_start(struct fs *fs, uint64_t blocks);
+
 static uint64_t key_of(uint64_t id, uint64_t idx)
 {
 	return id << KEY_IDX_BITS | (idx & ((1u << KEY_IDX_BITS) - 1));
@@ -508,7 +510,7 @@ void engine_fit(struct fs *fs, uint64_t blocks)
 void engine_access(struct fs *fs, uint64_t id, uint64_t idx, bool write)
 {
 	tfs_assert_held(&fs->lock);
-	if (!fs->eng.order || idx >> KEY_IDX_BITS)
+	if (!fs->eng.order || fs->eng.paused || idx >> KEY_IDX_BITS)
 		return;
 	uint64_t key = key_of(id, idx);
 	order_access(fs->eng.order, key, write);
@@ -591,6 +593,27 @@ int engine_init(struct fs *fs, const struct engine_hooks *hooks, uint64_t blocks
 	fs->eng.hooks = hooks;
 	if (!fs->conf.learn)
 		return 0;
+	return learner_start(fs, blocks);
+}
+
+int engine_set_learn(struct fs *fs, bool on, uint64_t blocks)
+{
+	tfs_lock(&fs->lock);
+	fs->eng.paused = !on;
+	if (!on && fs->eng.learned) {
+		/* As when the order is lost: the cache goes back to LRU. */
+		fs->eng.learned = false;
+		plan_request(fs, false);
+	}
+	bool start = on && !fs->eng.order;
+	tfs_unlock(&fs->lock);
+	return start ? learner_start(fs, blocks) : 0;
+}
+
+/* Make the learner and start the planner: at mount, or once a reload
+ * turns learning on. No lock held. */
+static int learner_start(struct fs *fs, uint64_t blocks)
+{
 	/* auto: as large as the data already there needs (a remount of a
 	 * large state does not grow it step by step) */
 	struct order_params op = {.max_cycle = fs->conf.learn_max_cycle

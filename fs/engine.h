@@ -36,6 +36,11 @@ struct engine_hooks {
  * sizes the learner for. */
 int engine_init(struct fs *fs, const struct engine_hooks *hooks, uint64_t blocks);
 void engine_stop(struct fs *fs);
+/* learn = yes or no, by a reload: off stops feeding the learner and drops
+ * what it predicts (LRU until on again); on resumes it, making the learner
+ * where the mount had none, sized for BLOCKS as engine_init. No lock held.
+ * 0 or -errno. */
+int engine_set_learn(struct fs *fs, bool on, uint64_t blocks);
 /* Whether the learner's size is due for a check against the data, at an
  * access to block IDX; then engine_fit, with the blocks the files hold.
  * Lock held. */

@@ -25,7 +25,10 @@ struct engine {
 	/* The newest file of each name id (fs/orderid.c). */
 	struct orderid_slot *oid;
 	size_t oid_mask, oid_used;
-	bool learned;	      /* order_learned(), cached */
+	bool learned; /* order_learned(), cached */
+	/* learn = no by a reload: no access is fed to the learner, nothing
+	 * is predicted, until learn = yes again. */
+	bool paused;
 	uint64_t learn_count; /* order_learn_count() when last seen */
 	/* The learner's clock at its last size check (learner_fit), and
 	 * whether checks are over (at the largest size, out of memory, or a

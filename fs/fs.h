@@ -175,8 +175,12 @@ struct fs_stats {
 };
 
 struct fs {
-	/* Immutable once mounted. */
+	/* Immutable once mounted, but for the config's live keys, which a
+	 * reload (fs/reload.c) changes: scalars by atomic store (read them
+	 * with FS_LIVE), the rules under rules_lock, the stripe table and the
+	 * bandwidths (stripe, bw_read, bw_write) under lock. */
 	struct config conf;
+	pthread_rwlock_t rules_lock; /* conf.rules, conf.nrules; a leaf lock */
 	struct meta *meta;
 	struct tier *tiers[CONF_MAX_TIERS]; /* by config index */
 	uint16_t tier_id[CONF_MAX_TIERS];   /* LMDB id of each config tier */
@@ -287,12 +291,14 @@ void fs_order_id_del(struct fs *fs, const struct meta_inode *a);
 uint64_t fs_order_id_ino(struct fs *fs, uint64_t id);
 void fs_order_ids_free(struct fs *fs);
 
-/* ctl.c — the read-only .tierfs view: what its nodes are and hold */
-#define CTL_BASE  (1ULL << 62)
-#define CTL_DIR	  (CTL_BASE | 1)
-#define CTL_STATS (CTL_BASE | 2)
-#define CTL_TIERS (CTL_BASE | 3)
-#define CTL_NAME  ".tierfs"
+/* ctl.c — the .tierfs view: what its nodes are and hold; read-only but
+ * for the reload file */
+#define CTL_BASE   (1ULL << 62)
+#define CTL_DIR	   (CTL_BASE | 1)
+#define CTL_STATS  (CTL_BASE | 2)
+#define CTL_TIERS  (CTL_BASE | 3)
+#define CTL_RELOAD (CTL_BASE | 4) /* write "reload": fs/reload.c */
+#define CTL_NAME   ".tierfs"
 static inline bool ctl_ino(uint64_t ino)
 {
 	return ino & CTL_BASE;
@@ -308,8 +314,9 @@ int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, struct fuse_ent
 int ctl_list(struct fs *fs, uint64_t ino,
 	     int (*add)(void *arg, const char *name, uint64_t ino, mode_t mode), void *arg);
 /* What control file INO holds for an open with open(2)'s FLAGS: the stats
- * text, or nothing (*TEXT NULL) for a file under tiers/NAME/. -EROFS for
- * an open to write. The caller frees *TEXT. */
+ * text, or nothing (*TEXT NULL) for a file under tiers/NAME/ or the reload
+ * file. -EROFS for an open to write but of the reload file, which only
+ * opens to write. The caller frees *TEXT. */
 int ctl_open(struct fs *fs, uint64_t ino, int flags, char **text, size_t *len);
 int ctl_stats_text(struct fs *fs, char **out, size_t *len);
 
@@ -328,6 +335,9 @@ int xattr_remove(struct fs *fs, uint64_t ino, const char *name);
 /* ops.c */
 extern const struct fuse_lowlevel_ops tierfs_ops;
 int fs_mount_prepare(struct fs *fs); /* open meta + tiers, root, orphans */
+/* mount.c: the stripe table of config C's stripe tiers, weighted by their
+ * weights or by BW_READ (per tier index). 0 or -errno. */
+int fs_stripe_build(const struct config *c, const uint64_t *bw_read, struct stripe *out);
 void fs_unmount_finish(struct fs *fs);
 
 /* The largest request the kernel sends (max_write, max_read): libfuse
@@ -380,6 +390,16 @@ static inline uint64_t fs_cache_min_blocks(const struct config *c)
 }
 
 #define TFS_LOG(fmt, ...) fprintf(stderr, "tierfs: " fmt "\n", ##__VA_ARGS__)
+
+/* A config key that a reload may change while other threads read it. */
+#define FS_LIVE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/* A line for log_level = debug only. */
+#define TFS_DEBUG(fs, fmt, ...)                                                                    \
+	do {                                                                                       \
+		if (FS_LIVE((fs)->conf.log_level) >= CONF_LOG_DEBUG)                               \
+			TFS_LOG(fmt, ##__VA_ARGS__);                                               \
+	} while (0)
 
 /* The mechanisms' faces: they take struct fs, so they come last. */
 #include "fs/cache/cache.h"

@@ -4,6 +4,9 @@
  *
  * Lock order (a thread holding one may take only those below it):
  *
+ *   0. the reload lock (fs/reload.c) — one reload at a time, from reading
+ *      the config to the last live key set; a plain mutex, taken with
+ *      nothing else held.
  *   1. ns_lock (fs/ops.c) — one namespace operation at a time, from its
  *      reads of LMDB to its update of the inode table.
  *   2. fs->commit.lock — one commit at a time, from its snapshot of the
@@ -21,7 +24,8 @@
  *      (centry.refs) keeping the buffer in place; fs->cond announces every
  *      change of an entry's or inode's state.
  *   6. leaf locks, under which nothing else is taken: the file-handle
- *      table's (fs/handle.c), a directory snapshot's (fs/ops.c), and the
+ *      table's (fs/handle.c), a directory snapshot's (fs/ops.c), the
+ *      rules' (fs->rules_lock, a rwlock: creates read them), and the
  *      tiers' own (tiers/: slab allocation, submission queues, idle and
  *      busy accounting, syncs), which tier calls take under fs->lock.
  *

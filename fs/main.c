@@ -8,6 +8,7 @@
  * with its own pool of workers (fs/loop.c; libfuse's single-threaded loop
  * with -s); unmount or SIGTERM/SIGINT end the loop,
  * after which every dirty block is made durable before the process exits.
+ * SIGHUP reloads the config (fs/reload.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,19 +24,43 @@
 #include "fs/config/config_load.h"
 #include "fs/fs.h"
 #include "fs/loop.h"
+#include "fs/reload.h"
+
+static void warn_stderr(void *arg, const char *msg)
+{
+	(void)arg;
+	fprintf(stderr, "tierfs: %s\n", msg);
+}
+
+#ifndef TIERFS_EXAMPLES
+#define TIERFS_EXAMPLES "/usr/local/share/doc/tierfs/examples"
+#endif
+#define TIERFS_VERSION "0.1"
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tierfs CONFIG MOUNTPOINT [-f] [-d] [-o opt[,opt...]]\n"
-		   "\n"
-		   "Mount the tiered filesystem described by the INI file CONFIG.\n"
-		   "  -f          stay in the foreground\n"
-		   "  -d          debug: foreground, log every FUSE request\n"
-		   "  -s          single-threaded (for debugging)\n"
-		   "  -o OPTS     mount options: allow_other, ro, and the usual FUSE ones\n"
-		   "  -h, --help  this text;  -V, --version  the version\n"
-		   "Unmount with: fusermount3 -u MOUNTPOINT (the daemon writes back every dirty\n"
-		   "block and exits; wait for it before mounting the same metadata again).\n");
+	fprintf(f,
+		"usage: tierfs CONFIG MOUNTPOINT [-f] [-d] [-s] [-o opt[,opt...]]\n"
+		"\n"
+		"Mount the tiered filesystem described by the INI file CONFIG.\n"
+		"  -f             stay in the foreground\n"
+		"  -d             debug: foreground, log every FUSE request\n"
+		"  -s             single-threaded (for debugging)\n"
+		"  -o OPTS        mount options: ro, noatime, allow_other, and the usual\n"
+		"                 FUSE ones\n"
+		"  -h, --help     this text\n"
+		"  -V, --version  the version\n"
+		"\n"
+		"fstab:  CONFIG  MOUNTPOINT  fuse.tierfs  defaults,_netdev  0 0\n"
+		"Reload the config (live keys change at once, the others need a remount):\n"
+		"        kill -HUP PID   or   echo reload > MOUNTPOINT/.tierfs/reload\n"
+		"Unmount: fusermount3 -u MOUNTPOINT (the daemon writes back every dirty\n"
+		"block and exits; wait for it before mounting the same metadata again).\n"
+		"Exit status: 0 ok, 1 mount or runtime failure, 2 bad config or usage.\n"
+		"\n"
+		"Example configs: %s\n"
+		"Manuals: tierfs(8), tierfs.conf(5), tierfs-update(1)\n",
+		TIERFS_EXAMPLES);
 }
 
 /* Only one daemon may own a metadata directory: a second one would
@@ -284,7 +309,14 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
-			printf("tierfs 0.1 (libfuse %d)\n", fuse_version());
+			printf("tierfs %s (libfuse %s)\n"
+			       "Example configs: %s\n",
+			       TIERFS_VERSION, fuse_pkgversion(), TIERFS_EXAMPLES);
+			return 0;
+		} else if (!strcmp(a, "--list-keys")) {
+			/* Not in --help: the parser's key table, for the
+			 * check that tierfs.conf(5) documents every key. */
+			config_list_keys(stdout);
 			return 0;
 		} else if (!strcmp(a, "-f")) {
 			foreground = true;
@@ -324,12 +356,28 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	/* SIGHUP reloads the config; fs/reload.c's thread takes it with
+	 * sigwaitinfo. Blocked before any thread exists, so every thread
+	 * inherits the mask and none is interrupted by it. */
+	sigset_t hup;
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &hup, NULL);
+
 	static struct fs fs;
 	g_fs = &fs;
 	int rc;
 	char err[PATH_MAX + 512];
-	if (config_load(conf_path, &fs.conf, err, sizeof(err))) {
+	struct config_lines *lines = NULL;
+	if (config_load_lines(conf_path, &fs.conf, err, sizeof(err), warn_stderr, NULL, &lines)) {
 		fprintf(stderr, "tierfs: %s\n", err);
+		free(user_opts);
+		return 2;
+	}
+	/* A reload reads it again after the daemon left its directory. */
+	char *conf_abs = realpath(conf_path, NULL);
+	if (!conf_abs) {
+		fprintf(stderr, "tierfs: %s: %s\n", conf_path, strerror(errno));
 		free(user_opts);
 		return 2;
 	}
@@ -383,12 +431,17 @@ int main(int argc, char **argv)
 		goto out_sig;
 	}
 	detach_end(0);
+	rc = fs_reload_start(&fs, conf_abs, lines);
+	lines = NULL; /* the reload module's now */
+	if (rc)
+		TFS_LOG("%s: reload on SIGHUP unavailable: %s", conf_abs, strerror(-rc));
 	if (single) {
 		ret = fuse_session_loop(se);
 	} else {
 		ret = loop_run(&fs, se);
 	}
 	ret = ret < 0 ? 1 : 0;
+	fs_reload_stop(&fs);
 	fuse_session_unmount(se);
 out_sig:
 	fuse_remove_signal_handlers(se);
@@ -399,5 +452,7 @@ out_fs:
 	fuse_opt_free_args(&args); /* libfuse may have grown it */
 	fs_unmount_finish(&fs);
 	close(lockfd);
+	config_lines_free(lines);
+	free(conf_abs);
 	return ret;
 }

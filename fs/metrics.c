@@ -142,24 +142,13 @@ static uint64_t snap_u64(const struct tier_snap *t, size_t off)
 	return v;
 }
 
-static const char *tier_type(enum tier_kind k)
-{
-	switch (k) {
-	case TIER_RAM:
-		return "ram";
-	case TIER_POSIX:
-		return "posix";
-	}
-	return "other";
-}
-
 static void render_tiers(struct fs *fs, struct strbuf *sb, struct tier_snap *ts, int n)
 {
 	family(sb, "tierfs_tier_info", "gauge",
 	       "Each configured tier, with its type and whether it survives unmount (always 1).");
 	for (int i = 0; i < n; i++)
 		strbuf_printf(sb, "tierfs_tier_info{tier=\"%s\",type=\"%s\",persistent=\"%s\"} 1\n",
-			      ts[i].label, tier_type(tier_kind(fs->tiers[i])),
+			      ts[i].label, tier_kind_name(fs->tiers[i]),
 			      tier_persistent(fs->tiers[i]) ? "yes" : "no");
 	char b[32];
 	for (size_t f = 0; f < sizeof(tier_families) / sizeof(tier_families[0]); f++) {

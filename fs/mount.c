@@ -302,27 +302,28 @@ static int calibrate(struct fs *fs)
 }
 
 /* Stripe weights: the configured ones if any stripe tier sets `weight`,
- * else each tier's read bandwidth (capped by its read cap), so a read of
- * a striped file ends on every tier at once. */
-static int build_stripe(struct fs *fs)
+ * else each tier's read bandwidth BW_READ (capped by its read cap), so a
+ * read of a striped file ends on every tier at once. C: the running
+ * config, or a reload's values in its tier order. */
+int fs_stripe_build(const struct config *c, const uint64_t *bw_read, struct stripe *out)
 {
-	int n = fs->conf.nstripe;
+	int n = c->nstripe;
 	uint64_t w[CONF_MAX_TIERS];
 	bool explicit = false, measured = true;
 	for (int k = 0; k < n; k++) {
-		int i = fs->conf.stripe[k];
-		explicit = explicit || fs->conf.tiers[i].weight_set;
-		measured = measured && fs->bw_read[i];
+		int i = c->stripe[k];
+		explicit = explicit || c->tiers[i].weight_set;
+		measured = measured && bw_read[i];
 	}
 	for (int k = 0; k < n; k++) {
-		int i = fs->conf.stripe[k];
-		uint64_t bw = fs->bw_read[i];
-		uint64_t cap = fs->conf.tiers[i].max_bandwidth_read;
+		int i = c->stripe[k];
+		uint64_t bw = bw_read[i];
+		uint64_t cap = c->tiers[i].max_bandwidth_read;
 		if (cap && bw > cap)
 			bw = cap;
-		w[k] = explicit || !measured ? fs->conf.tiers[i].weight : bw / 1000000 + 1;
+		w[k] = explicit || !measured ? c->tiers[i].weight : bw / 1000000 + 1;
 	}
-	return stripe_init(&fs->stripe, n, fs->conf.stripe, w);
+	return stripe_init(out, n, c->stripe, w);
 }
 
 int fs_mount_prepare(struct fs *fs)
@@ -331,6 +332,15 @@ int fs_mount_prepare(struct fs *fs)
 	fs->bs = fs->conf.block_size;
 	fs->ram = fs->conf.ram_tier;
 	tfs_mutex_init(&fs->lock, "fs->lock", LOCK_FS);
+	/* Writer first: a stream of creates must not hold a reload off. */
+	pthread_rwlockattr_t ra;
+	if ((rc = pthread_rwlockattr_init(&ra)))
+		return -rc;
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	rc = pthread_rwlock_init(&fs->rules_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	if (rc)
+		return -rc;
 	pthread_cond_init(&fs->cond, NULL);
 	pthread_cond_init(&fs->cache.flusher_cond, NULL);
 	tfs_mutex_init(&fs->commit.lock, "fs->commit.lock", LOCK_COMMIT);
@@ -357,7 +367,8 @@ int fs_mount_prepare(struct fs *fs)
 	/* Every slot the block maps use is marked: what no map names may go. */
 	for (int i = 0; i < fs->conf.ntiers; i++)
 		tier_mounted(fs->tiers[i]);
-	if (fs->conf.nstripe && ((rc = calibrate(fs)) || (rc = build_stripe(fs))))
+	if (fs->conf.nstripe &&
+	    ((rc = calibrate(fs)) || (rc = fs_stripe_build(&fs->conf, fs->bw_read, &fs->stripe))))
 		return rc;
 	if ((rc = cache_init(fs)))
 		return rc;

@@ -86,5 +86,6 @@ void ops_ctl_readdir(fuse_req_t req, uint64_t ino, size_t size, off_t off,
 void ops_ctl_open(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
 void ops_ctl_read(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void ops_ctl_release(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi);
+void ops_ctl_write(fuse_req_t req, uint64_t ino, const char *buf, size_t size);
 
 #endif

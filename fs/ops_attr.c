@@ -39,7 +39,13 @@ void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	(void)fi;
 	struct fs *fs = g_fs;
 	if (ctl_ino(ino)) {
-		fuse_reply_err(req, EROFS);
+		/* "echo reload > .tierfs/reload" truncates it first. */
+		if (ino == CTL_RELOAD &&
+		    !(to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME |
+				 FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)))
+			ops_ctl_getattr(req, ino);
+		else
+			fuse_reply_err(req, EROFS);
 		return;
 	}
 	struct inode *in;

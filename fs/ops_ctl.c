@@ -2,6 +2,7 @@
  * fs/ops_ctl.c — the requests on the .tierfs control view (ctl.c says what
  * its nodes are and hold; this file answers FUSE with it).
  *
+ * A write to the reload file reloads the config, and answers when done.
  * An open control file or directory: its bytes (the stats text, or a
  * directory's dirents) are built whole at open, like a real directory's
  * listing, so a reader sees one consistent snapshot. fi->fh is its handle
@@ -10,10 +11,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "fs/handle.h"
 #include "fs/ops.h"
+#include "fs/reload.h"
 
 struct ctl_handle {
 	struct fh_node node;
@@ -174,6 +177,29 @@ void ops_ctl_read(fuse_req_t req, uint64_t ino, size_t size, off_t off, struct f
 		fuse_reply_buf(req, f->buf + off, n < size ? n : size);
 	}
 	fh_put(&f->node);
+}
+
+/* A write to the reload file: "reload" (or "1"), a newline allowed. The
+ * write returns once the reload is done; EINVAL when the config has an
+ * error (the log says which), and then nothing changed. */
+void ops_ctl_write(fuse_req_t req, uint64_t ino, const char *buf, size_t size)
+{
+	size_t n = size;
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		n--;
+	if (ino != CTL_RELOAD) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (!((n == 6 && !memcmp(buf, "reload", 6)) || (n == 1 && buf[0] == '1'))) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	int rc = fs_reload(g_fs, "the control file");
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, size);
 }
 
 /* RELEASE and RELEASEDIR alike. */

@@ -149,9 +149,13 @@ void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
 	       struct fuse_file_info *fi)
 {
 	(void)fi;
-	struct inode *in = ctl_ino(ino) ? NULL : get_open_inode(ino);
+	if (ctl_ino(ino)) {
+		ops_ctl_write(req, ino, buf, size);
+		return;
+	}
+	struct inode *in = get_open_inode(ino);
 	if (!in) {
-		fuse_reply_err(req, ctl_ino(ino) ? EROFS : EBADF);
+		fuse_reply_err(req, EBADF);
 		return;
 	}
 	int rc =

@@ -162,25 +162,31 @@ int ops_make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 		return -ENAMETOOLONG;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint32_t flags = 0;
-	if (S_ISREG(mode) && fs->conf.nrules) {
+	/* The rules a reload may swap: read under rules_lock, from the path
+	 * (fs_inode_path takes no lock) to the rule's verdict. */
+	if (S_ISREG(mode) && FS_LIVE(fs->conf.nrules)) {
 		char path[PATH_MAX];
 		/* A file deeper than a path can name matches no rule (globs
 		 * match paths); it is still created, as mkdir there is. */
 		int rc = fs_inode_path(fs, parent, path, sizeof(path) - NAME_MAX - 2);
 		if (rc && rc != -ENAMETOOLONG)
 			return rc;
-		int r = -1;
 		if (!rc) {
 			if (strcmp(path, "/"))
 				strcat(path, "/");
 			strcat(path, name);
-			r = placement_rule_for(&fs->conf, path);
-		}
-		if (r >= 0) {
-			const struct conf_rule *rule = &fs->conf.rules[r];
-			flags |= (uint32_t)(fs->tier_id[rule->tier] + 1) << 8;
-			if (!rule->persistent)
-				flags |= META_F_VOLATILE;
+			pthread_rwlock_rdlock(&fs->rules_lock);
+			int r = placement_rule_for(&fs->conf, path);
+			if (r >= 0) {
+				const struct conf_rule *rule = &fs->conf.rules[r];
+				flags |= (uint32_t)(fs->tier_id[rule->tier] + 1) << 8;
+				if (!rule->persistent)
+					flags |= META_F_VOLATILE;
+				TFS_DEBUG(fs, "create %s: rule %s: tier %s%s", path, rule->name,
+					  fs->conf.tiers[rule->tier].name,
+					  rule->persistent ? "" : ", persistent = no");
+			}
+			pthread_rwlock_unlock(&fs->rules_lock);
 		}
 	}
 	/* Without a persistent tier nothing outlives the mount: say so, so the

@@ -21,6 +21,10 @@
  * AUTO does so once they have been seen long enough to finish the work. */
 enum conf_gap_plan { CONF_GAP_NO, CONF_GAP_YES, CONF_GAP_AUTO };
 
+/* log_level: info logs what tierfs always logged; debug adds a line per
+ * decision worth tracing (a rule placing a new file, a reload's details). */
+enum conf_log_level { CONF_LOG_INFO, CONF_LOG_DEBUG };
+
 struct conf_tier {
 	/* The per-block codec (tiers/codec.h), not on a ram tier: compress,
 	 * encrypt and key_file (absolute; required with encrypt). */
@@ -80,6 +84,7 @@ struct config {
 	 * or IPv6 address and a port; port 0 (the default) serves nothing. */
 	char metrics_addr[64];
 	uint16_t metrics_port;
+	enum conf_log_level log_level; /* default info */
 
 	/* [tier NAME] in file order; exactly one has kind TIER_RAM (the cache). */
 	int ntiers;

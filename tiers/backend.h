@@ -42,6 +42,9 @@ struct tier_backend {
 	void (*mounted)(struct tier *t);
 	/* Optional: see tier_stats_extra. */
 	void (*stats_extra)(const struct tier *t, char *buf, size_t len);
+	/* Optional: apply t->max_bandwidth, just changed, to what is
+	 * dispatched from now on. 0 or -errno. */
+	int (*set_max_bandwidth)(struct tier *t);
 };
 
 extern const struct tier_backend tier_ram_backend;
@@ -49,7 +52,8 @@ extern const struct tier_backend tier_posix_backend;
 extern const struct tier_backend tier_s3_backend;
 
 struct tier {
-	/* Immutable after tier_open. */
+	/* Immutable after tier_open, but for max_bandwidth
+	 * (tier_set_max_bandwidth: atomic stores, the backend reads it). */
 	char name[TIER_NAME_MAX];
 	enum tier_kind kind;
 	bool persistent;

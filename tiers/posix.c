@@ -443,4 +443,5 @@ const struct tier_backend tier_posix_backend = {
     .submit = posix_submit,
     .sync = posix_sync,
     .prepare_slot = posix_prepare_slot,
+    .set_max_bandwidth = posix_set_max_bandwidth,
 };

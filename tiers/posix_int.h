@@ -116,6 +116,7 @@ int posix_open_existing_slabs(struct posix_tier *pt);
 /* posix_io.c */
 bool posix_submit_ring(struct posix_tier *pt, const char *what);
 int posix_submit(struct tier *t, struct tier_io *io);
+int posix_set_max_bandwidth(struct tier *t); /* sq_lock taken */
 void *posix_completion_thread(void *arg);
 
 /* posix_sync.c */

@@ -167,6 +167,20 @@ int posix_submit(struct tier *t, struct tier_io *io)
 	return 0;
 }
 
+int posix_set_max_bandwidth(struct tier *t)
+{
+	struct posix_tier *pt = t->be_priv;
+	uint64_t caps[2] = {__atomic_load_n(&t->max_bandwidth[TIER_OP_READ], __ATOMIC_RELAXED),
+			    __atomic_load_n(&t->max_bandwidth[TIER_OP_WRITE], __ATOMIC_RELAXED)};
+	pthread_mutex_lock(&pt->sq_lock);
+	int rc = sched_set_caps(&pt->sched, caps);
+	/* A raised cap lets waiting I/Os go now rather than at the timer. */
+	struct tier_io *failed = rc ? NULL : dispatch(pt);
+	pthread_mutex_unlock(&pt->sq_lock);
+	complete_failed(failed);
+	return rc;
+}
+
 /* io is done (err 0 or -errno): free its in-flight place, start queued
  * requests, then report. Completion callbacks run without sq_lock, so they
  * may submit again. */

@@ -337,4 +337,5 @@ const struct tier_backend tier_s3_backend = {
     .free_slot = s3_io_free_slot,
     .mounted = s3_mounted,
     .stats_extra = s3_stats_extra,
+    .set_max_bandwidth = s3_io_set_max_bandwidth,
 };

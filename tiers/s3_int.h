@@ -148,6 +148,8 @@ void s3_stats_add(struct s3_tier *s, uint64_t lat_ns);
 int s3_io_start(struct s3_tier *s);
 void s3_io_stop(struct s3_tier *s);
 int s3_io_submit(struct tier *t, struct tier_io *io);
+/* backend.h's set_max_bandwidth: a reloaded cap, for what is sent from now on. */
+int s3_io_set_max_bandwidth(struct tier *t);
 void s3_io_free_slot(struct tier *t, uint64_t slot);
 int s3_io_prepare_slot(struct tier *t, uint64_t slot, bool need_space);
 /* Queue a DELETE of SLOT's object if the slot is still free (the sweep). */

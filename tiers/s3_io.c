@@ -97,6 +97,19 @@ int s3_io_submit(struct tier *t, struct tier_io *io)
 	return 0;
 }
 
+int s3_io_set_max_bandwidth(struct tier *t)
+{
+	struct s3_tier *s = t->be_priv;
+	uint64_t caps[2] = {__atomic_load_n(&t->max_bandwidth[TIER_OP_READ], __ATOMIC_RELAXED),
+			    __atomic_load_n(&t->max_bandwidth[TIER_OP_WRITE], __ATOMIC_RELAXED)};
+	pthread_mutex_lock(&s->lock);
+	int rc = sched_set_caps(&s->sched, caps);
+	pthread_mutex_unlock(&s->lock);
+	/* A raised cap lets waiting requests go now rather than at the timer. */
+	wake(s);
+	return rc;
+}
+
 static int del_enqueue(struct s3_tier *s, uint64_t slot)
 {
 	if (bit_get(s->del_pending, slot))

@@ -11,6 +11,25 @@
 
 #define SCHED_STARVE_DEFAULT 8
 
+/* Direction D's bucket for a cap of CAP bytes/s (0: none). */
+static void cap_set(struct sched *s, int d, uint64_t cap)
+{
+	s->cost_ns[d] = 0;
+	s->burst_ns[d] = 0;
+	if (!cap)
+		return;
+	/* Per-I/O cost in ns of budget; at least 1 so a huge cap still
+	 * counts. 128-bit to avoid overflow for big blocks. */
+	unsigned __int128 c = (unsigned __int128)s->io_bytes * 1000000000u;
+	c /= cap;
+	s->cost_ns[d] = c ? (uint64_t)c : 1;
+	uint64_t burst = s->burst_bytes ? s->burst_bytes : (uint64_t)s->limit * s->io_bytes;
+	unsigned __int128 b = (unsigned __int128)burst * 1000000000u / cap;
+	/* GCRA tolerance: the first I/O always passes, so the depth
+	 * beyond it is burst - one I/O (0 = strict pacing). */
+	s->burst_ns[d] = (uint64_t)b >= s->cost_ns[d] ? (uint64_t)b - s->cost_ns[d] : 0;
+}
+
 int sched_init(struct sched *s, const struct sched_params *p)
 {
 	if (!p || p->limit == 0)
@@ -22,21 +41,20 @@ int sched_init(struct sched *s, const struct sched_params *p)
 	s->starve_after = p->starve_after ? p->starve_after : SCHED_STARVE_DEFAULT;
 	s->max_wait_ns = p->max_wait_ns;
 	s->io_bytes = p->io_bytes;
-	for (int d = 0; d < 2; d++) {
-		uint64_t cap = p->max_bandwidth[d];
-		if (!cap)
-			continue;
-		/* Per-I/O cost in ns of budget; at least 1 so a huge cap still
-		 * counts. 128-bit to avoid overflow for big blocks. */
-		unsigned __int128 c = (unsigned __int128)p->io_bytes * 1000000000u;
-		c /= cap;
-		s->cost_ns[d] = c ? (uint64_t)c : 1;
-		uint64_t burst = p->burst_bytes ? p->burst_bytes : (uint64_t)p->limit * p->io_bytes;
-		unsigned __int128 b = (unsigned __int128)burst * 1000000000u / cap;
-		/* GCRA tolerance: the first I/O always passes, so the depth
-		 * beyond it is burst - one I/O (0 = strict pacing). */
-		s->burst_ns[d] = (uint64_t)b >= s->cost_ns[d] ? (uint64_t)b - s->cost_ns[d] : 0;
-	}
+	s->burst_bytes = p->burst_bytes;
+	for (int d = 0; d < 2; d++)
+		cap_set(s, d, p->max_bandwidth[d]);
+	return 0;
+}
+
+int sched_set_caps(struct sched *s, const uint64_t max_bandwidth[2])
+{
+	if ((max_bandwidth[TIER_OP_READ] || max_bandwidth[TIER_OP_WRITE]) && s->io_bytes == 0)
+		return -EINVAL;
+	/* The arrival times stay: what went before the change was paid for at
+	 * the old rate, and the next I/O pays the new one. */
+	for (int d = 0; d < 2; d++)
+		cap_set(s, d, max_bandwidth[d]);
 	return 0;
 }
 

@@ -65,6 +65,7 @@ struct sched {
 	/* One bucket per enum tier_op. */
 	uint64_t cost_ns[2];  /* ns of budget one I/O consumes (0 = no cap) */
 	uint32_t io_bytes;    /* what an I/O of cost_ns moves (sched_params) */
+	uint64_t burst_bytes; /* sched_params' (0 = default) */
 	uint64_t burst_ns[2]; /* bucket depth expressed in ns */
 	uint64_t tat_ns[2];   /* GCRA theoretical arrival time */
 	struct sched_stats st;
@@ -72,6 +73,10 @@ struct sched {
 
 /* Returns 0, or -EINVAL (limit 0, or a cap without io_bytes). */
 int sched_init(struct sched *s, const struct sched_params *p);
+
+/* Change the caps (bytes/s per enum tier_op, 0 = none) from the next
+ * dispatch on. Returns 0, or -EINVAL (a cap without io_bytes). */
+int sched_set_caps(struct sched *s, const uint64_t max_bandwidth[2]);
 
 /* Queue io at the tail of its class (io->prio, clamped to the last class).
  * Uses io->next; reads io->submit_ns only when max_wait_ns is set. */

@@ -253,6 +253,13 @@ fail:
 	return rc;
 }
 
+int tier_set_max_bandwidth(struct tier *t, const uint64_t max_bandwidth[2])
+{
+	for (int d = 0; d < 2; d++)
+		__atomic_store_n(&t->max_bandwidth[d], max_bandwidth[d], __ATOMIC_RELAXED);
+	return t->be->set_max_bandwidth ? t->be->set_max_bandwidth(t) : 0;
+}
+
 void tier_close(struct tier *t)
 {
 	if (!t)
@@ -641,6 +648,11 @@ const char *tier_name(const struct tier *t)
 enum tier_kind tier_kind(const struct tier *t)
 {
 	return t->kind;
+}
+
+const char *tier_kind_name(const struct tier *t)
+{
+	return t->be->kind_name;
 }
 
 bool tier_persistent(const struct tier *t)

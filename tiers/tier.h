@@ -165,6 +165,10 @@ struct tier_stats {
 int tier_open(const struct tier_params *p, struct tier **out);
 /* Wait for every submitted I/O to complete, then release everything. */
 void tier_close(struct tier *t);
+/* Change the bytes/s caps (per enum tier_op, 0 = none) of a running tier,
+ * for what it dispatches from now on. A RAM tier has none (ignored).
+ * Returns 0 or -errno. */
+int tier_set_max_bandwidth(struct tier *t, const uint64_t max_bandwidth[2]);
 
 /* Queue io. Returns 0 when accepted (io->done will be called exactly once,
  * possibly before tier_submit returns), or -errno when rejected (done is not
@@ -209,6 +213,8 @@ uint64_t tier_slots_used(const struct tier *t);
 
 const char *tier_name(const struct tier *t);
 enum tier_kind tier_kind(const struct tier *t);
+/* The kind as the config names it: "ram", "posix", "s3". */
+const char *tier_kind_name(const struct tier *t);
 bool tier_persistent(const struct tier *t);
 uint32_t tier_block_size(const struct tier *t);
 /* A snapshot of the counters. */

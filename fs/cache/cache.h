@@ -157,6 +157,12 @@ extern const struct engine_hooks cache_engine_hooks;
 /* The prefetcher thread, after engine_init (it reads ahead along the
  * learned order) and stopped before engine_stop. */
 int cache_prefetcher_start(struct fs *fs);
+/* Start the prefetcher if it should run and does not: at mount, or once a
+ * reload turns learning on. No lock held. */
+int cache_prefetcher_launch(struct fs *fs);
+/* conf.prefetch_depth changed (or was set): size what read-ahead may have
+ * in flight, and wake the prefetcher. Lock held. */
+void cache_prefetch_depth_set(struct fs *fs);
 void cache_prefetcher_stop(struct fs *fs);
 /* What the learner knows beside what read-ahead and the idle stretches
  * made of it, read together: the "order" line of .tierfs/stats and the

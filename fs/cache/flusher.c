@@ -264,7 +264,8 @@ static void *flusher_main(void *arg)
 		if (!reclaim && !pressure) {
 			/* With a learned order, wake when the disks fall idle
 			 * too (fs/cache/idle.c), unless they are already. */
-			uint64_t wait = fs->conf.flush_interval_ms * 1000000ULL, idle_in = 0;
+			uint64_t wait = FS_LIVE(fs->conf.flush_interval_ms) * 1000000ULL,
+				 idle_in = 0;
 			if (learned && fs->eng.tail_plan && fs->idle.gap.demand_ns &&
 			    !fs->idle.gap.from_ns) {
 				/* Past the request-free time, the tiers may still

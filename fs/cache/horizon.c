@@ -21,7 +21,7 @@
 bool wb_dirty_over(const struct fs *fs)
 {
 	return wbhorizon_dirty_over(fs->cache.cache_slots, fs->cache.npinned, fs->cache.ndirty,
-				    fs->conf.dirty_ratio);
+				    FS_LIVE(fs->conf.dirty_ratio));
 }
 
 unsigned fs_persistent_queue(const struct fs *fs)

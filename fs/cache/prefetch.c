@@ -134,25 +134,40 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 static void *prefetcher_main(void *arg)
 {
 	struct fs *fs = arg;
-	unsigned depth = fs->conf.prefetch_depth;
-	/* While the disks are idle it reads ahead PACING_IDLE_AHEAD times
-	 * further, counting reads only (fs/cache/idle.c). */
-	size_t ahead = (size_t)depth * PACING_IDLE_AHEAD;
-	uint64_t *keys = calloc(ahead, sizeof(*keys));
-	uint32_t *dist = calloc(ahead, sizeof(*dist));
-	if (!keys || !dist) {
-		free(keys);
-		free(dist);
-		TFS_LOG("prefetch: out of memory, prefetch disabled");
-		return NULL;
-	}
+	/* The depth is read at every wake-up: a reload may change it, and
+	 * 0 turns read-ahead off. The arrays only grow. */
+	unsigned depth = 0;
+	size_t ahead = 0, room = 0;
+	uint64_t *keys = NULL;
+	uint32_t *dist = NULL;
 	bool again = false; /* look again at once: gap mode just came on */
 	tfs_lock(&fs->lock);
 	while (!fs->stopping) {
 		if (!again)
 			tfs_cond_wait(&fs->cache.prefetch_cond, &fs->lock);
 		again = false;
-		if (fs->stopping || !fs->eng.learned)
+		depth = FS_LIVE(fs->conf.prefetch_depth);
+		/* While the disks are idle it reads ahead PACING_IDLE_AHEAD
+		 * times further, counting reads only (fs/cache/idle.c). */
+		ahead = (size_t)depth * PACING_IDLE_AHEAD;
+		if (ahead > room) {
+			uint64_t *nk = realloc(keys, ahead * sizeof(*keys));
+			if (nk)
+				keys = nk;
+			uint32_t *nd = nk ? realloc(dist, ahead * sizeof(*dist)) : NULL;
+			if (nd)
+				dist = nd;
+			if (!nk || !nd) {
+				TFS_LOG("prefetch: out of memory for a depth of %u, prefetch off "
+					"until the next reload",
+					depth);
+				__atomic_store_n(&fs->conf.prefetch_depth, 0u, __ATOMIC_RELAXED);
+				cache_prefetch_depth_set(fs);
+				continue;
+			}
+			room = ahead;
+		}
+		if (fs->stopping || !fs->eng.learned || !depth)
 			continue;
 		/* Between steps the next accesses are gradient writes, in
 		 * RAM: look past them to the update's first reads, as far as
@@ -218,16 +233,36 @@ int cache_prefetcher_start(struct fs *fs)
 {
 	/* Signalled by every completed read-ahead, sequential ones too. */
 	pthread_cond_init(&fs->cache.prefetch_cond, NULL);
-	if (!fs->eng.order || !fs->conf.prefetch_depth || !fs->stripe.n)
+	return cache_prefetcher_launch(fs);
+}
+
+void cache_prefetch_depth_set(struct fs *fs)
+{
+	tfs_assert_held(&fs->lock);
+	/* With read-ahead off, none of the queues nor of RAM is set aside
+	 * for it. */
+	fs->cache.prefetch_max = FS_LIVE(fs->conf.prefetch_depth) ? fs_persistent_queue(fs) : 0;
+	pthread_cond_broadcast(&fs->cache.prefetch_cond);
+}
+
+int cache_prefetcher_launch(struct fs *fs)
+{
+	/* Started with prefetch_depth = 0 too: a reload may raise it. */
+	if (!fs->eng.order || !fs->stripe.n || fs->cache.prefetcher_running)
 		return 0;
 	/* Prefetch may use the queue depth of every persistent tier, which
-	 * the scheduler serves after demand reads. */
-	fs->cache.prefetch_max = fs_persistent_queue(fs);
+	 * the scheduler serves after demand reads. Under the lock: a reload
+	 * that turns learning on starts it while requests run. */
+	tfs_lock(&fs->lock);
+	cache_prefetch_depth_set(fs);
+	tfs_unlock(&fs->lock);
 	int rc = pthread_create(&fs->cache.prefetcher, NULL, prefetcher_main, fs);
 	if (rc)
 		return -rc;
 	(void)pthread_setname_np(fs->cache.prefetcher, "tierfs-prefetch");
+	tfs_lock(&fs->lock);
 	fs->cache.prefetcher_running = true;
+	tfs_unlock(&fs->lock);
 	return 0;
 }
 

@@ -5,7 +5,7 @@
  *
  *   [mount]        block_size, metadata, sync_on_close, allow_other, threads,
  *                  dirty_ratio, flush_interval, commit_interval,
- *                  writeback_timeout
+ *                  writeback_timeout, log_level
  *   [tier NAME]    type = ram | posix, path, capacity, persistent, weight,
  *                  direct, queue_depth, slab_size, bandwidth[_read|_write],
  *                  max_bandwidth[_read|_write]
@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "policy/config.h"
 
@@ -42,6 +43,29 @@ typedef void config_warn_fn(void *arg, const char *msg);
 /* config_load() that hands each warning to WARN instead (NULL: none). */
 int config_load_warn(const char *path, struct config *c, char *err, size_t errlen,
 		     config_warn_fn *warn, void *arg);
+
+/* Where each key of a loaded file was: kept by config_load_lines() for
+ * messages about keys after the load (a reload's refusals). */
+struct config_lines;
+
+/* config_load_warn() that also hands back, in *LINES (only when it returns
+ * 0), the line of each key; C must outlive *LINES. Free with
+ * config_lines_free(). */
+int config_load_lines(const char *path, struct config *c, char *err, size_t errlen,
+		      config_warn_fn *warn, void *arg, struct config_lines **lines);
+void config_lines_free(struct config_lines *lines);
+
+/* The line of KEY in section SECT ("mount", "tier", "policy", "expert",
+ * "rule"; IDX: the tier's or rule's index in the config), else of the
+ * section's header where the key was left out, else 0. */
+int config_key_line(const struct config_lines *lines, const char *sect, int idx, const char *key);
+
+/* Whether KEY was given in section SECT (IDX) of the file. */
+bool config_key_given(const struct config_lines *lines, const char *sect, int idx, const char *key);
+
+/* Print every key the parser knows, "SECTION KEY" a line, in table order
+ * ("tier" and "rule" stand for [tier NAME] and [rule NAME]). */
+void config_list_keys(FILE *f);
 
 /* Parse "64M", "1.5G", "4096" into bytes. Returns 0 or -EINVAL. */
 int config_parse_size(const char *s, uint64_t *out);

@@ -17,9 +17,10 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-static const char *const config_mount_keys[MK_N] = {
-    "block_size",  "metadata",	     "sync_on_close",	"allow_other",	     "threads",
-    "dirty_ratio", "flush_interval", "commit_interval", "writeback_timeout", "metrics"};
+const char *const config_mount_keys[MK_N] = {
+    "block_size",	 "metadata",	"sync_on_close",  "allow_other",
+    "threads",		 "dirty_ratio", "flush_interval", "commit_interval",
+    "writeback_timeout", "metrics",	"log_level"};
 const char *const config_tier_keys[TK_N] = {"type",
 					    "path",
 					    "capacity",
@@ -37,8 +38,8 @@ const char *const config_tier_keys[TK_N] = {"type",
 					    "compress",
 					    "encrypt",
 					    "key_file"};
-static const char *const config_policy_keys[PK_N] = {"stripe", "learn"};
-static const char *const config_rule_keys[RK_N] = {"match", "tier", "persistent"};
+const char *const config_policy_keys[PK_N] = {"stripe", "learn"};
+const char *const config_rule_keys[RK_N] = {"match", "tier", "persistent"};
 
 void config_set_defaults(struct config *c)
 {
@@ -230,6 +231,14 @@ void config_key_mount(struct config_parse *p, const char *name, const char *v)
 		break;
 	case MK_METRICS:
 		metrics_key(p, name, v);
+		break;
+	case MK_LOG_LEVEL:
+		if (!strcasecmp(v, "info"))
+			c->log_level = CONF_LOG_INFO;
+		else if (!strcasecmp(v, "debug"))
+			c->log_level = CONF_LOG_DEBUG;
+		else
+			config_key_error(p, p->line, name, "'%s' must be info or debug", v);
 		break;
 	default:
 		break;
@@ -446,4 +455,71 @@ void config_key_rule(struct config_parse *p, const char *name, const char *v)
 	default:
 		break;
 	}
+}
+
+/* The line of KEY in SECT (IDX), 0 if not given; *HDR: the section's. */
+static int key_line(const struct config_lines *lines, const char *sect, int idx, const char *key,
+		    int *hdr)
+{
+	const struct config_parse *p = &lines->p;
+	const struct config *c = p->c;
+	int k;
+
+	*hdr = 0;
+	if (!strcmp(sect, "mount")) {
+		*hdr = p->mount_line;
+		k = config_key_index(config_mount_keys, MK_N, key);
+		return k >= 0 ? p->mkline[k] : 0;
+	}
+	if (!strcmp(sect, "policy")) {
+		*hdr = p->policy_line;
+		k = config_key_index(config_policy_keys, PK_N, key);
+		return k >= 0 ? p->pkline[k] : 0;
+	}
+	if (!strcmp(sect, "expert")) {
+		*hdr = p->expert_line;
+		k = config_key_index(config_expert_keys, XK_N, key);
+		return k >= 0 ? p->xkline[k] : 0;
+	}
+	if (!strcmp(sect, "tier") && idx >= 0 && idx < c->ntiers) {
+		*hdr = c->tiers[idx].line;
+		k = config_key_index(config_tier_keys, TK_N, key);
+		return k >= 0 ? p->tx[idx].kline[k] : 0;
+	}
+	if (!strcmp(sect, "rule") && idx >= 0 && idx < c->nrules) {
+		*hdr = c->rules[idx].line;
+		k = config_key_index(config_rule_keys, RK_N, key);
+		return k >= 0 ? p->rx[idx].kline[k] : 0;
+	}
+	return 0;
+}
+
+int config_key_line(const struct config_lines *lines, const char *sect, int idx, const char *key)
+{
+	int hdr, l = key_line(lines, sect, idx, key, &hdr);
+	return l ? l : hdr;
+}
+
+bool config_key_given(const struct config_lines *lines, const char *sect, int idx, const char *key)
+{
+	int hdr;
+	return key_line(lines, sect, idx, key, &hdr) > 0;
+}
+
+void config_list_keys(FILE *f)
+{
+	static const struct {
+		const char *sect;
+		const char *const *keys;
+		int n;
+	} tab[] = {{"mount", config_mount_keys, MK_N},
+		   {"tier", config_tier_keys, TK_N},
+		   {"tier", config_s3_keys, S3K_N},
+		   {"policy", config_policy_keys, PK_N},
+		   {"expert", config_expert_keys, XK_N},
+		   {"rule", config_rule_keys, RK_N}};
+
+	for (size_t s = 0; s < sizeof(tab) / sizeof(tab[0]); s++)
+		for (int k = 0; k < tab[s].n; k++)
+			fprintf(f, "%s %s\n", tab[s].sect, tab[s].keys[k]);
 }

@@ -371,8 +371,8 @@ static int read_file(const char *path, char **buf, size_t *len)
 	return 0;
 }
 
-int config_load_warn(const char *path, struct config *c, char *err, size_t errlen,
-		     config_warn_fn *warn, void *arg)
+int config_load_lines(const char *path, struct config *c, char *err, size_t errlen,
+		      config_warn_fn *warn, void *arg, struct config_lines **lines)
 {
 	struct config_parse *p;
 	char *buf = NULL;
@@ -394,7 +394,8 @@ int config_load_warn(const char *path, struct config *c, char *err, size_t errle
 		return rc;
 	}
 	/* The parse state holds a line-sized buffer: keep it off the stack. */
-	p = calloc(1, sizeof(*p));
+	struct config_lines *keep = calloc(1, sizeof(*keep));
+	p = keep ? &keep->p : NULL;
 	if (!p) {
 		free(buf);
 		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(ENOMEM));
@@ -442,9 +443,26 @@ int config_load_warn(const char *path, struct config *c, char *err, size_t errle
 	if (!p->failed && warn)
 		config_warn_moved(p, warn, arg);
 	rc = p->failed ? -EINVAL : 0;
-	free(p);
 	free(buf);
+	p->buf = NULL;
+	p->err = NULL;
+	p->errlen = 0;
+	if (!rc && lines)
+		*lines = keep;
+	else
+		free(keep);
 	return rc;
+}
+
+int config_load_warn(const char *path, struct config *c, char *err, size_t errlen,
+		     config_warn_fn *warn, void *arg)
+{
+	return config_load_lines(path, c, err, errlen, warn, arg, NULL);
+}
+
+void config_lines_free(struct config_lines *lines)
+{
+	free(lines);
 }
 
 static void warn_stderr(void *arg, const char *msg)

@@ -46,6 +46,7 @@ enum mount_key {
 	MK_COMMIT,
 	MK_WB_TIMEOUT,
 	MK_METRICS,
+	MK_LOG_LEVEL,
 	MK_N
 };
 
@@ -73,6 +74,8 @@ enum tier_key {
 extern const char *const config_tier_keys[TK_N];
 
 enum policy_key { PK_STRIPE, PK_LEARN, PK_N };
+extern const char *const config_mount_keys[MK_N];
+extern const char *const config_policy_keys[PK_N];
 
 /* [expert]: knobs of the mechanisms behind the policy, which only someone
  * tuning the learner or the cache touches. They were [policy] keys once,
@@ -81,6 +84,7 @@ enum expert_key { XK_PREFETCH, XK_MAX_CYCLE, XK_KEEP_PLAN, XK_GAP_PLAN, XK_N };
 extern const char *const config_expert_keys[XK_N];
 
 enum rule_key { RK_MATCH, RK_TIER, RK_PERSISTENT, RK_N };
+extern const char *const config_rule_keys[RK_N];
 
 /* The keys of an s3 tier (s3keys.c). */
 enum s3_key {
@@ -146,6 +150,11 @@ struct config_parse {
 	char *err;
 	size_t errlen;
 	bool failed;
+};
+
+/* What config_load_lines() keeps: the whole parse state, for its lines. */
+struct config_lines {
+	struct config_parse p;
 };
 
 /* Record the first error, "FILE:LINE: key 'KEY': ...", "FILE:LINE: section

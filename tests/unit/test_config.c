@@ -355,6 +355,61 @@ static int load_key(const char *section, const char *key, const char *value)
 	return load(text);
 }
 
+/* config_load_lines(): the line of each key, or of its section where the
+ * key was left out; log_level's values; the key table lists every
+ * section's keys. */
+static void test_key_lines(void **state)
+{
+	(void)state;
+	struct config_lines *lines = NULL;
+	write_conf("[mount]\n"
+		   "metadata = @D@/meta\n"
+		   "log_level = debug\n"
+		   "\n"
+		   "[tier m]\n"
+		   "type = ram\n"
+		   "capacity = 64M\n"
+		   "[rule r]\n"
+		   "match = *.x\n"
+		   "tier = m\n");
+	assert_int_equal(config_load_lines(cpath, &cfg, err, sizeof(err), NULL, NULL, &lines), 0);
+	assert_non_null(lines);
+	assert_int_equal(cfg.log_level, CONF_LOG_DEBUG);
+	assert_int_equal(config_key_line(lines, "mount", -1, "log_level"), 3);
+	assert_int_equal(config_key_line(lines, "mount", -1, "block_size"), 1);
+	assert_false(config_key_given(lines, "mount", -1, "block_size"));
+	assert_true(config_key_given(lines, "tier", 0, "capacity"));
+	assert_int_equal(config_key_line(lines, "tier", 0, "capacity"), 7);
+	assert_int_equal(config_key_line(lines, "tier", 0, "weight"), 5);
+	assert_int_equal(config_key_line(lines, "rule", 0, "tier"), 10);
+	assert_int_equal(config_key_line(lines, "rule", 0, "persistent"), 8);
+	assert_int_equal(config_key_line(lines, "policy", -1, "learn"), 0);
+	config_lines_free(lines);
+
+	static const char base[] = "[tier m]\ntype = ram\ncapacity = 64M\n[mount]\n"
+				   "metadata = @D@/meta\nlog_level = ";
+	char text[256];
+	snprintf(text, sizeof(text), "%sinfo\n", base);
+	assert_int_equal(load(text), 0);
+	assert_int_equal(cfg.log_level, CONF_LOG_INFO);
+	snprintf(text, sizeof(text), "%sloud\n", base);
+	assert_int_equal(load(text), -EINVAL);
+	assert_non_null(strstr(err, "key 'log_level': 'loud' must be info or debug"));
+
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	config_list_keys(f);
+	assert_int_equal(fclose(f), 0);
+	static const char *const want[] = {"mount log_level\n", "tier max_bandwidth_write\n",
+					   "policy learn\n", "expert prefetch_depth\n",
+					   "rule persistent\n"};
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++)
+		assert_non_null(strstr(buf, want[k]));
+	free(buf);
+}
+
 /* The sections an [expert] key loads from: its own, and its old place
  * (with a warning). */
 static const char *const expert_homes[] = {"expert", "policy"};
@@ -944,6 +999,7 @@ int main(void)
 	T(test_example_local);
 	T(test_example_ram_only);
 	T(test_example_s3);
+	T(test_key_lines);
 	for (size_t i = 0; i < NBAD; i++) {
 		snprintf(names[i], sizeof(names[i]), "test_bad_%02zu_line%d", i, bads[i].line);
 		tests[n] = (struct CMUnitTest){names[i], test_bad, NULL, NULL, (void *)&bads[i]};

@@ -243,6 +243,54 @@ static void test_bandwidth_cap(void **state)
 	assert_true(st.throttled > 0);
 }
 
+/* Time for N more I/Os following sched_pop's advice, from NOW. */
+static uint64_t paced_ns(struct sched *s, uint64_t now, int n)
+{
+	uint64_t t0 = now, wait = 0;
+	for (int got = 0; got < n;) {
+		if (sched_pop(s, now, &wait)) {
+			got++;
+			sched_done(s);
+			continue;
+		}
+		assert_true(wait > 0);
+		now += wait;
+	}
+	return now - t0;
+}
+
+/* A cap changed while I/Os queue: the next ones go at the new rate; one
+ * removed lets them all go at once; one set where there was none paces. */
+static void test_caps_changed(void **state)
+{
+	(void)state;
+	struct sched s;
+	struct sched_params p = {
+	    .limit = 100, .max_bandwidth = {1000000, 0}, .io_bytes = 1000, .burst_bytes = 1000};
+	assert_int_equal(sched_init(&s, &p), 0);
+	struct tier_io io[200];
+	for (int i = 0; i < 200; i++) {
+		init_io(&io[i], TIER_PRIO_DEMAND, (uint64_t)i);
+		sched_push(&s, &io[i]);
+	}
+	uint64_t now = 1000000000ull;
+	uint64_t t = paced_ns(&s, now, 20); /* 1 per ms */
+	assert_true(t >= 18000000ull && t <= 21000000ull);
+	now += t;
+	uint64_t faster[2] = {4000000, 0};
+	assert_int_equal(sched_set_caps(&s, faster), 0);
+	t = paced_ns(&s, now, 40); /* 4 per ms */
+	assert_true(t >= 8000000ull && t <= 11000000ull);
+	now += t;
+	uint64_t none[2] = {0, 0};
+	assert_int_equal(sched_set_caps(&s, none), 0);
+	assert_int_equal(paced_ns(&s, now, 40), 0);
+	uint64_t slow[2] = {500000, 0};
+	assert_int_equal(sched_set_caps(&s, slow), 0);
+	t = paced_ns(&s, now, 20); /* 1 per 2 ms */
+	assert_true(t >= 36000000ull && t <= 41000000ull);
+}
+
 /* The cap is on bytes: I/Os of half a block (a file's last block up to
  * EOF, tier_io.len) go twice as often as whole ones. */
 static void test_bandwidth_cap_partial(void **state)
@@ -392,6 +440,7 @@ int main(void)
 	    cmocka_unit_test(test_bandwidth_cap_partial),
 	    cmocka_unit_test(test_caps_per_direction),
 	    cmocka_unit_test(test_throttled_class_not_aged),
+	    cmocka_unit_test(test_caps_changed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
