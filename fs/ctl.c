@@ -8,9 +8,16 @@
  *   .tierfs/tiers/NAME/...     the mount's tree, showing only the files with
  *                              blocks on tier NAME; st_size = bytes held there
  *
- * Inode numbers: CTL_DIR, CTL_STATS, CTL_TIERS, CTL_RELOAD are fixed; a node under
- * tiers/NAME/ is CTL_BASE | (tier + 1) << 48 | real inode, so the tree is
- * the real tree seen through a filter and needs no state of its own.
+ * A tier view answers each user as the tree itself does: its nodes carry
+ * the real owner, group and mode (less the write bits: the view is read
+ * only), and the mount's default_permissions has the kernel check them on
+ * every step of a path, so a directory the user may not search or list in
+ * the tree hides its names in the view too.
+ *
+ * Inode numbers: CTL_DIR, CTL_STATS, CTL_TIERS, CTL_RELOAD, CTL_METRICS
+ * are fixed; a node under tiers/NAME/ is CTL_BASE | (tier + 1) << 48 |
+ * real inode, so the tree is the real tree seen through a filter and needs
+ * no state of its own.
  *
  * This file says what the nodes are and hold; the ops layer (ops_ctl.c)
  * answers FUSE with it and keeps what an open needs.
@@ -77,7 +84,10 @@ int ctl_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	if (!rc) {
 		fs_attr_to_stat(fs, in, st);
 		st->st_ino = ino;
-		st->st_mode = (st->st_mode & S_IFMT) | (S_ISDIR(st->st_mode) ? 0555 : 0444);
+		/* The real owner and permission bits, so that the kernel's
+		 * checks (default_permissions) refuse here what they refuse
+		 * in the tree; no write bit, since nothing here takes writes. */
+		st->st_mode &= ~(mode_t)0222;
 		if (S_ISREG(st->st_mode)) {
 			uint64_t bytes[CONF_MAX_TIERS];
 			fs_placement(fs, in, bytes);

@@ -68,6 +68,10 @@ struct inode {
 	bool resizing;	   /* cache_resize at work: cache_write waits */
 	unsigned nwriting; /* cache_write calls under way: cache_resize waits */
 	bool unsynced;	   /* changed since its last durable flush (sync_on_close) */
+	/* Opened without O_DIRECT since the kernel took it: the kernel's page
+	 * cache may hold its pages (ops_file.c). Set under fs->lock, read
+	 * without it; cleared only with the inode. */
+	bool kcached;
 	/* Per tier (config index): the write-back epoch (commit.wb_epoch) of its
 	 * first write-back to that tier that no good sync of the tier has
 	 * covered yet, 0 none; and the error of a tier sync that failed after

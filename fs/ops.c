@@ -101,9 +101,19 @@ static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 	/* Must equal the max_read mount option main() passes. */
 	conn->max_read = FS_MAX_REQUEST;
 	conn->max_readahead = 1u << 20;
-	/* Page-cache tricks only add copies here (DESIGN.md's measurements). */
-	conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
-				  FUSE_CAP_SPLICE_MOVE | FUSE_CAP_WRITEBACK_CACHE);
+	/* Page-cache tricks only add copies here (DESIGN.md's measurements).
+	 * Opens without O_DIRECT do use the page cache (ops_file.c), but
+	 * write through it: a writeback cache would hold writes the daemon
+	 * has not seen, leave sizes to the kernel, and make an O_DIRECT
+	 * writer and a buffered reader of one file disagree. */
+	conn->want &=
+	    ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
+			FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_EXPLICIT_INVAL_DATA);
+	/* A buffered read first checks the attributes (never cached, see
+	 * ops_fill_entry) and drops the file's pages if its size or mtime
+	 * moved: what another open changed shows up. */
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)

@@ -3,9 +3,23 @@
  * write, flush, fsync and release, fallocate and lseek. The data goes to
  * and from the block cache (fs/cache/).
  *
- * Every open replies with direct_io: the kernel page cache would copy each
- * byte once more (the RAM tier is the cache), and DeepSpeed opens O_DIRECT
- * anyway. The price is that shared writable mmap is refused (ENODEV).
+ * An O_DIRECT open (DeepSpeed's) replies with direct_io: its data goes
+ * between the caller's buffer and the block cache with no page cache copy
+ * (the RAM tier is the cache). Any other open goes through the kernel's
+ * page cache, so that mmap works, shared and writable included. The
+ * kernel writes through (no writeback cache: a write(2) reaches us before
+ * it returns), drops a file's cached pages at each open (no keep_cache)
+ * and at each read whose attributes moved (auto_inval_data, ops.c).
+ *
+ * Mixed opens: an O_DIRECT write passes the page cache, so once it is
+ * stored, and before it is answered, the kernel is told to drop its pages
+ * of that range (a mapping sees the new bytes at its next fault); an
+ * O_DIRECT read first has the kernel drop the range, which writes back
+ * what a mapping dirtied there (to another worker), as a local file
+ * system flushes before a direct read. Only for inodes some buffered open
+ * may have cached (inode.kcached), and only on direct_io handles: a
+ * page-cache request (readahead, the write-back of dirty pages,
+ * fi->writepage) holds the very pages that dropping would wait for.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +43,20 @@ static void close_inode(fuse_ino_t ino)
 	ops_inode_maybe_delete(fs, ino);
 }
 
+/* fi->fh of an open regular file: how it was opened. */
+#define FH_DIRECT 1 /* O_DIRECT: direct_io, bypasses the page cache */
+
+/* The page-cache mode of an open (fi->flags) of IN. fs->lock held. */
+static void open_mode(struct inode *in, struct fuse_file_info *fi)
+{
+	bool direct = fi->flags & O_DIRECT;
+	fi->direct_io = direct;
+	fi->keep_cache = 0;
+	fi->fh = direct ? FH_DIRECT : 0;
+	if (!direct && S_ISREG(in->attr.mode))
+		__atomic_store_n(&in->kcached, true, __ATOMIC_RELAXED);
+}
+
 static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = g_fs;
@@ -36,10 +64,12 @@ static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 	struct inode *in;
 	int rc = fs_inode_get(fs, ino, &in);
 	if (!rc) {
-		if (S_ISDIR(in->attr.mode) && (fi->flags & O_ACCMODE) != O_RDONLY)
+		if (S_ISDIR(in->attr.mode) && (fi->flags & O_ACCMODE) != O_RDONLY) {
 			rc = -EISDIR;
-		else
+		} else {
 			in->nopen++;
+			open_mode(in, fi);
+		}
 	}
 	/* libfuse asks for atomic O_TRUNC: the truncate comes with the open.
 	 * It sets the times even of an empty file, as local file systems do. */
@@ -53,8 +83,6 @@ static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 	}
 	tfs_unlock(&fs->lock);
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
 	return rc;
 }
 
@@ -89,6 +117,7 @@ void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	if (!rc) {
 		in->nlookup++;
 		in->nopen++;
+		open_mode(in, fi);
 		ops_fill_entry(fs, in, &e);
 	}
 	tfs_unlock(&fs->lock);
@@ -96,8 +125,6 @@ void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		/* Interrupted: the kernel holds neither the entry nor the file. */
 		ops_forget_one(fs, ino, 1);
@@ -117,6 +144,21 @@ static struct inode *get_open_inode(fuse_ino_t ino)
 	return in;
 }
 
+/* Have the kernel drop its cached pages of [OFF, OFF+LEN) of IN, written
+ * back first where dirty, when FI is a direct_io handle and a buffered
+ * open may have cached them. No lock held: the write-back comes to
+ * another worker. */
+static void drop_kernel_pages(struct inode *in, struct fuse_file_info *fi, off_t off, size_t len)
+{
+	if (!(fi->fh & FH_DIRECT) || !len || !__atomic_load_n(&in->kcached, __ATOMIC_RELAXED))
+		return;
+	int err = fuse_lowlevel_notify_inval_inode(g_fs->se, in->ino, off, (off_t)len);
+	if (err && err != -ENOENT)
+		TFS_LOG("inode %llu: dropping the kernel's cached pages beside an O_DIRECT "
+			"open: %s",
+			(unsigned long long)in->ino, strerror(-err));
+}
+
 void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	if (ctl_ino(ino)) {
@@ -128,6 +170,7 @@ void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fus
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	drop_kernel_pages(in, fi, off, size);
 	struct cache_read r;
 	int rc = cache_read_get(g_fs, in, (uint64_t)off, size, &r);
 	if (rc < 0) {
@@ -148,7 +191,6 @@ void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fus
 void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 	       struct fuse_file_info *fi)
 {
-	(void)fi;
 	if (ctl_ino(ino)) {
 		ops_ctl_write(req, ino, buf, size);
 		return;
@@ -160,6 +202,8 @@ void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
 	}
 	int rc =
 	    cache_write(g_fs, in, (uint64_t)off, buf, size, loop_landing(), ops_unprivileged(req));
+	if (rc > 0 && !fi->writepage)
+		drop_kernel_pages(in, fi, off, (size_t)rc);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else

@@ -115,10 +115,19 @@ static int ns_end(struct fs *fs, struct ns_op *op, int rc)
 	return rc;
 }
 
+/* Whether NAME in PARENT is the control view itself, MOUNTPOINT/.tierfs.
+ * It stands where a mount point would: it cannot be removed, renamed or
+ * replaced (EBUSY), nor made again (EEXIST); inside it nothing is
+ * written (EROFS). Never ENOENT for a name that lookup finds. */
+static bool is_ctl_name(fuse_ino_t parent, const char *name)
+{
+	return parent == META_ROOT_INO && !strcmp(name, CTL_NAME);
+}
+
 void tfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = g_fs;
-	if (ctl_ino(parent) || (parent == META_ROOT_INO && !strcmp(name, CTL_NAME))) {
+	if (ctl_ino(parent) || is_ctl_name(parent, name)) {
 		ops_ctl_lookup(req, parent, name);
 		return;
 	}
@@ -156,8 +165,10 @@ int ops_make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 		  const char *target, uint64_t *out)
 {
 	struct fs *fs = g_fs;
-	if (ctl_ino(parent) || (parent == META_ROOT_INO && !strcmp(name, CTL_NAME)))
-		return -EACCES;
+	if (ctl_ino(parent))
+		return -EROFS;
+	if (is_ctl_name(parent, name))
+		return -EEXIST;
 	if (strlen(name) > NAME_MAX)
 		return -ENAMETOOLONG;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -284,8 +295,10 @@ void tfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char
 static int remove_name(fuse_ino_t parent, const char *name, bool dir, uint64_t *victim)
 {
 	struct fs *fs = g_fs;
-	if (ctl_ino(parent) || (parent == META_ROOT_INO && !strcmp(name, CTL_NAME)))
-		return -EACCES;
+	if (ctl_ino(parent))
+		return -EROFS;
+	if (is_ctl_name(parent, name))
+		return dir ? -EBUSY : -EISDIR;
 	struct ns_op op;
 	int rc = ns_begin(fs, &op);
 	if (rc)
@@ -350,9 +363,12 @@ void tfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 {
 	struct fs *fs = g_fs;
 	uint64_t victim = 0;
-	if (ctl_ino(parent) || ctl_ino(newparent) ||
-	    (newparent == META_ROOT_INO && !strcmp(newname, CTL_NAME))) {
-		fuse_reply_err(req, EACCES);
+	if (is_ctl_name(parent, name) || is_ctl_name(newparent, newname)) {
+		fuse_reply_err(req, EBUSY);
+		return;
+	}
+	if (ctl_ino(parent) || ctl_ino(newparent)) {
+		fuse_reply_err(req, EROFS);
 		return;
 	}
 	if (flags & ~(unsigned)RENAME_NOREPLACE) {
@@ -450,9 +466,12 @@ end:
 void tfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct fs *fs = g_fs;
-	if (ctl_ino(ino) || ctl_ino(newparent) ||
-	    (newparent == META_ROOT_INO && !strcmp(newname, CTL_NAME))) {
-		fuse_reply_err(req, EACCES);
+	if (ctl_ino(ino) || ctl_ino(newparent)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (is_ctl_name(newparent, newname)) {
+		fuse_reply_err(req, EEXIST);
 		return;
 	}
 	struct ns_op op;

@@ -512,12 +512,9 @@ void config_list_keys(FILE *f)
 		const char *sect;
 		const char *const *keys;
 		int n;
-	} tab[] = {{"mount", config_mount_keys, MK_N},
-		   {"tier", config_tier_keys, TK_N},
-		   {"tier", config_s3_keys, S3K_N},
-		   {"policy", config_policy_keys, PK_N},
-		   {"expert", config_expert_keys, XK_N},
-		   {"rule", config_rule_keys, RK_N}};
+	} tab[] = {{"mount", config_mount_keys, MK_N},	 {"tier", config_tier_keys, TK_N},
+		   {"tier", config_s3_keys, S3K_N},	 {"policy", config_policy_keys, PK_N},
+		   {"expert", config_expert_keys, XK_N}, {"rule", config_rule_keys, RK_N}};
 
 	for (size_t s = 0; s < sizeof(tab) / sizeof(tab[0]); s++)
 		for (int k = 0; k < tab[s].n; k++)

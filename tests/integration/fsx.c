@@ -10,7 +10,13 @@
  * filesystem under test must do.
  *
  *   fsx -d TESTDIR -S SHADOWDIR [-f NFILES] [-n OPS] [-s SEED] [-m MAXSIZE]
- *       [-l MAXLEN] [-k] [-V] [-q]
+ *       [-l MAXLEN] [-M] [-D] [-k] [-V] [-q]
+ *
+ *   -M  mapped I/O too: some writes and reads go through a shared mapping
+ *       of the test file (MAP_SHARED, msync at times, else left dirty)
+ *   -D  open the test files O_DIRECT (the shadows stay buffered); with -M
+ *       the mappings are of a second, buffered open of the same file, so
+ *       page-cache and direct I/O mix on one file
  *
  *   -k  keep the files (default: keep too; files are left for a later -V)
  *   -V  verify only: compare every file of both directories in full, no ops
@@ -26,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,12 +52,15 @@ enum op_kind {
 	OP_PUNCH,	/* --punch-hole */
 	OP_ZERO,	/* --zero-range */
 	OP_ZERO_KEEP,	/* --zero-range --keep-size */
+	OP_MAPWRITE,	/* a write through a shared mapping (-M) */
+	OP_MAPREAD,	/* a read through a shared mapping (-M) */
 	OP_NKINDS
 };
 static const char *op_names[] = {"write",      "write-hole", "read",
 				 "truncate",   "fsync",	     "reopen",
 				 "stat",       "fallocate",  "fallocate-keep-size",
-				 "punch-hole", "zero-range", "zero-range-keep-size"};
+				 "punch-hole", "zero-range", "zero-range-keep-size",
+				 "map-write",  "map-read"};
 
 struct logent {
 	uint64_t n;
@@ -69,6 +79,9 @@ static int nfiles = 4;
 static uint64_t maxsize = 8ull << 20;
 static uint64_t maxlen = 2ull << 20;
 static int tfd[MAX_FILES], sfd[MAX_FILES];
+static int mfd[MAX_FILES]; /* the test file's fd for mappings: tfd, or a buffered open (-D) */
+static int use_mmap, use_direct;
+static uint64_t pagesz;
 static unsigned char *wbuf, *rbuf, *sbuf;
 
 static uint64_t rnd(void)
@@ -138,9 +151,12 @@ static void open_pair(int i, int flags)
 {
 	char p[4096];
 	path_of(p, sizeof(p), tdir, i);
-	tfd[i] = open(p, O_RDWR | O_CREAT | flags, 0644);
+	tfd[i] = open(p, O_RDWR | O_CREAT | flags | (use_direct ? O_DIRECT : 0), 0644);
 	if (tfd[i] < 0)
 		die_sys("open test file", i);
+	mfd[i] = tfd[i];
+	if (use_direct && use_mmap && (mfd[i] = open(p, O_RDWR)) < 0)
+		die_sys("open test file for mappings", i);
 	path_of(p, sizeof(p), sdir, i);
 	sfd[i] = open(p, O_RDWR | O_CREAT | flags, 0644);
 	if (sfd[i] < 0)
@@ -149,6 +165,8 @@ static void open_pair(int i, int flags)
 
 static void close_pair(int i)
 {
+	if (mfd[i] != tfd[i] && close(mfd[i]) != 0)
+		die_sys("close test file (mappings)", i);
 	if (close(tfd[i]) != 0)
 		die_sys("close test file", i);
 	if (close(sfd[i]) != 0)
@@ -284,6 +302,63 @@ static void do_fallocate(int i, int kind, uint64_t off, uint64_t len)
 		dump_log_and_die("%s shadow file %d: %s", op_names[kind], i, strerror(errno));
 }
 
+/* The pages of [OFF, OFF+LEN) of file I, mapped shared (PROT): the
+ * mapping, with *MLEN its length and *DELTA where OFF lies in it. */
+static unsigned char *map_range(int i, uint64_t off, uint64_t len, int prot, size_t *mlen,
+				size_t *delta)
+{
+	uint64_t pg = off & ~(pagesz - 1);
+	*delta = (size_t)(off - pg);
+	*mlen = (size_t)(off + len - pg);
+	void *p = mmap(NULL, *mlen, prot, MAP_SHARED, mfd[i], (off_t)pg);
+	if (p == MAP_FAILED)
+		die_sys("mmap test file", i);
+	return p;
+}
+
+/* A write through a mapping; the file grows first where the write passes
+ * its end (a mapping cannot grow it), as in the classic fsx. */
+static void do_mapwrite(int i, uint64_t off, uint64_t len)
+{
+	if (off + len > shadow_size(i))
+		do_truncate(i, off + len);
+	fill_random(wbuf, len);
+	size_t mlen, delta;
+	unsigned char *p = map_range(i, off, len, PROT_READ | PROT_WRITE, &mlen, &delta);
+	memcpy(p + delta, wbuf, len);
+	if (rnd() % 2 && msync(p, mlen, MS_SYNC) != 0)
+		die_sys("msync test file", i);
+	if (munmap(p, mlen) != 0)
+		die_sys("munmap test file", i);
+	full_pwrite(sfd[i], wbuf, len, (off_t)off, i, "shadow");
+}
+
+/* A read through a mapping of what lies inside the file, against the
+ * shadow's bytes. */
+static void do_mapread(int i, uint64_t off, uint64_t len)
+{
+	uint64_t size = shadow_size(i);
+	if (off >= size)
+		return;
+	if (off + len > size)
+		len = size - off;
+	size_t mlen, delta;
+	unsigned char *p = map_range(i, off, len, PROT_READ, &mlen, &delta);
+	memcpy(rbuf, p + delta, len);
+	if (munmap(p, mlen) != 0)
+		die_sys("munmap test file", i);
+	size_t ns = full_pread(sfd[i], sbuf, len, (off_t)off, i, "shadow");
+	if (ns != len || memcmp(rbuf, sbuf, len) != 0) {
+		size_t k = 0;
+		while (k < ns && rbuf[k] == sbuf[k])
+			k++;
+		dump_log_and_die("mapped read mismatch file %d at offset %" PRIu64
+				 " (read off %" PRIu64 " len %" PRIu64
+				 "): test 0x%02x shadow 0x%02x",
+				 i, off + k, off, len, rbuf[k], sbuf[k]);
+	}
+}
+
 static void one_op(void)
 {
 	int i = (int)(rnd() % (uint64_t)nfiles);
@@ -298,8 +373,13 @@ static void one_op(void)
 			len = maxsize - off;
 		if (len == 0)
 			len = 1;
-		log_op(OP_WRITE, i, off, len);
-		do_write(i, off, len);
+		if (use_mmap && r >= 25) {
+			log_op(OP_MAPWRITE, i, off, len);
+			do_mapwrite(i, off, len);
+		} else {
+			log_op(OP_WRITE, i, off, len);
+			do_write(i, off, len);
+		}
 	} else if (r < 42) { /* write leaving a hole beyond EOF */
 		uint64_t gap = rnd_len(maxsize / 4);
 		off = size + gap;
@@ -315,8 +395,13 @@ static void one_op(void)
 	} else if (r < 77) { /* read and compare, sometimes past EOF */
 		off = rnd() % (size + size / 8 + 1);
 		len = rnd_len(maxlen);
-		log_op(OP_READ, i, off, len);
-		compare_range(i, off, len);
+		if (use_mmap && r >= 65) {
+			log_op(OP_MAPREAD, i, off, len);
+			do_mapread(i, off, len);
+		} else {
+			log_op(OP_READ, i, off, len);
+			compare_range(i, off, len);
+		}
 	} else if (r < 85) { /* truncate up or down */
 		uint64_t ns;
 		if (rnd() % 2)
@@ -369,7 +454,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: fsx -d TESTDIR -S SHADOWDIR [-f NFILES] [-n OPS] [-s SEED] [-m MAXSIZE] "
-		"[-l MAXLEN] [-c] [-V] [-q]\n");
+		"[-l MAXLEN] [-M] [-D] [-c] [-V] [-q]\n");
 	exit(2);
 }
 
@@ -378,7 +463,7 @@ int main(int argc, char **argv)
 	uint64_t nops = 10000, seed = 1;
 	int verify_only = 0, create = 0, quiet = 0, c;
 	tdir = sdir = NULL;
-	while ((c = getopt(argc, argv, "d:S:f:n:s:m:l:cVqk")) != -1) {
+	while ((c = getopt(argc, argv, "d:S:f:n:s:m:l:cVqkMD")) != -1) {
 		switch (c) {
 		case 'd':
 			tdir = optarg;
@@ -412,6 +497,12 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			break;
+		case 'M':
+			use_mmap = 1;
+			break;
+		case 'D':
+			use_direct = 1;
+			break;
 		default:
 			usage();
 		}
@@ -419,6 +510,7 @@ int main(int argc, char **argv)
 	if (!tdir || !sdir || nfiles < 1 || nfiles > MAX_FILES || maxsize < 2 || maxlen < 1)
 		usage();
 	rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
+	pagesz = (uint64_t)sysconf(_SC_PAGESIZE);
 	wbuf = xalloc(maxlen);
 	rbuf = xalloc(maxlen);
 	sbuf = xalloc(maxlen);

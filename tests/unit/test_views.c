@@ -271,12 +271,23 @@ static void test_ctl(void **state)
 	assert_int_equal(ctl_lookup(fs, nvme0, "f", &e), -ENOENT);
 	assert_int_equal(ctl_lookup(fs, nvme0, "d", &e), 0);
 	assert_int_equal(e.attr.st_mode, S_IFDIR | 0555);
+	/* The real owner and mode, less the write bits: the kernel's
+	 * permission checks refuse in the view what they refuse in the tree. */
+	struct inode *p = make(fs, "p", S_IFDIR | 0700);
+	tfs_lock(&fs->lock);
+	p->attr.uid = 1234;
+	p->attr.gid = 567;
+	tfs_unlock(&fs->lock);
+	assert_int_equal(ctl_lookup(fs, nvme0, "p", &e), 0);
+	assert_int_equal(e.attr.st_mode, S_IFDIR | 0500);
+	assert_int_equal(e.attr.st_uid, 1234);
+	assert_int_equal(e.attr.st_gid, 567);
 	char *buf = calloc(1, BS);
 	assert_non_null(buf);
 	assert_int_equal(cache_write(fs, f, 0, buf, BS, NULL, false), BS);
 	free(buf);
 	assert_int_equal(cache_flush_inode(fs, f, true), 0);
-	assert_string_equal(ls(fs, nvme0, &rc), ".:d ..:d d:d f:f ");
+	assert_string_equal(ls(fs, nvme0, &rc), ".:d ..:d d:d f:f p:d ");
 	assert_int_equal(ctl_lookup(fs, nvme0, "f", &e), 0);
 	assert_int_equal(e.attr.st_mode, S_IFREG | 0444);
 	assert_int_equal(e.attr.st_size, BS); /* the bytes on that tier */
