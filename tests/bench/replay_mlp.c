@@ -17,16 +17,20 @@
  * - gradients are bf16 in host memory (written there by the backward phase,
  *   rounded to nearest even), upcast per sub-group just before Adam: no
  *   gradient file is written or read;
- * - one process per node does I/O on a path at a time: a lock per path,
- *   shared by the rank processes, held around each sub-group's read and
- *   each sub-group's write (a rank's own read and write may overlap, as its
- *   reader and writer threads do);
+ * - one process per node reads, and one writes, at a time: a read lock and a
+ *   write lock shared by the rank processes (its code's two inter-process
+ *   file locks), held around each sub-group's read and each sub-group's
+ *   write; a rank's own transfers may overlap, as its threads' do;
  * - the second path's cap (--dir2-cap, each way) is paced here at dispatch,
  *   as tierfs paces a tier's max_bandwidth; the disk is capped by the
  *   bench's cgroup for every setup alike;
+ * - one optimizer swapper per path, each pipelined as DeepSpeed's: it reads
+ *   its path's next sub-group in the order ahead of the update and writes
+ *   one behind it, so both paths move data at once (five sub-group buffers
+ *   in flight where DeepSpeed has three; like DeepSpeed's, they are not
+ *   counted in the host RAM budget); the step ends with its writes done;
  * - the transfers are DeepSpeed's (file names, O_DIRECT, libaio, 1 MiB
- *   requests at queue depth 8), pipelined: one read ahead of the update,
- *   one write behind it, the last write of a step synchronous.
+ *   requests at queue depth 8).
  * Not reproduced: GPU work and the fp16/bf16 parameter copy sent back to the
  * GPU; MLP-Offload's own buffer pool sizes and its concurrent PFS client
  * (a directory stands in for the parallel file system); checkpointing of
@@ -56,9 +60,9 @@ struct mlp_shared {
 	struct {
 		pthread_mutex_t mu;
 		pthread_cond_t cv;
-		int owner; /* rank holding the path, -1: none; guarded by mu */
-		int count; /* that rank's transfers on it; guarded by mu */
-	} lock[2];
+		int owner; /* rank holding the lock, -1: none; guarded by mu */
+		int count; /* that rank's transfers under it; guarded by mu */
+	} lock[2];	   /* [write]: the read lock and the write lock */
 	struct {
 		pthread_mutex_t mu;
 		double next[2]; /* [write]: when the next request may start; guarded by mu */
@@ -240,7 +244,7 @@ int replay_mlp_setup(void)
 	return 0;
 }
 
-/* ---- the path lock and the second path's pacing --------------------------------- */
+/* ---- the read and write locks, and the second path's pacing --------------------- */
 
 static int path_of_file(const char *path)
 {
@@ -270,7 +274,7 @@ static void pace(const char *path, bool write, uint64_t len)
 	}
 }
 
-static void path_lock(int p, int rank)
+static void dir_lock(int p, int rank)
 {
 	pthread_mutex_lock(&mlp_sh->lock[p].mu);
 	while (mlp_sh->lock[p].owner != -1 && mlp_sh->lock[p].owner != rank)
@@ -280,7 +284,7 @@ static void path_lock(int p, int rank)
 	pthread_mutex_unlock(&mlp_sh->lock[p].mu);
 }
 
-static void path_unlock(int p)
+static void dir_unlock(int p)
 {
 	pthread_mutex_lock(&mlp_sh->lock[p].mu);
 	if (--mlp_sh->lock[p].count == 0) {
@@ -317,12 +321,11 @@ static void *mlp_xfer_main(void *arg)
 		x->rc = n;
 		return NULL;
 	}
-	int p = mlp_path_of(x->sg, replay_opts.mlp_ratio, replay_opts.mlp_minor);
-	path_lock(p, x->rank);
-	double t0 = replay_now(); /* --trace: the span the path is held */
+	dir_lock(x->write, x->rank);
+	double t0 = replay_now(); /* --trace: the span the lock is held */
 	x->rc = replay_run_batch(x->ctx, jobs, n, x->write);
 	double t1 = replay_now();
-	path_unlock(p);
+	dir_unlock(x->write);
 	replay_trace(x->rank, x->step, x->write ? 'W' : 'R', x->sg, t0, t1, t1);
 	return NULL;
 }
@@ -356,77 +359,92 @@ struct rankstate {
 	int *free_slots, nfree;
 	uint16_t *g16; /* the rank's gradients, bf16, sub-group after sub-group */
 	uint64_t *g16_off;
-	float *g32; /* one sub-group's gradients, upcast for Adam */
-	io_context_t rctx, wctx;
+	float *g32;		       /* one sub-group's gradients, upcast for Adam */
+	io_context_t rctx[2], wctx[2]; /* per path: a swapper's read and write handles */
+	struct xfer rd[2], wr[2];      /* per path: the read ahead, the write behind */
+	int rd_slot[2], wr_slot[2];
 };
 
-static int take_slot(struct rankstate *r, struct xfer *wr, int *wr_slot)
+static int join_write(struct rankstate *r, int p)
 {
-	if (!r->nfree && wr->running) {
-		int rc = replay_xfer_join(wr);
+	if (!r->wr[p].running)
+		return 0;
+	int rc = replay_xfer_join(&r->wr[p]);
+	r->free_slots[r->nfree++] = r->wr_slot[p];
+	r->wr_slot[p] = -1;
+	return rc;
+}
+
+/* A free sub-group buffer; when none is, the oldest write's comes free. */
+static int take_slot(struct rankstate *r)
+{
+	for (int p = 0; !r->nfree && p < 2; p++) {
+		int rc = join_write(r, p);
 		if (rc)
 			return rc;
-		r->free_slots[r->nfree++] = *wr_slot;
-		*wr_slot = -1;
 	}
 	if (!r->nfree)
 		return -ENOBUFS; /* more sub-groups in memory than the scheme allows */
 	return r->free_slots[--r->nfree];
 }
 
-static int join_write(struct rankstate *r, struct xfer *wr, int *wr_slot)
+/* Each path's swapper reads one sub-group ahead: its next one in the order
+ * (after position j) that is not in memory. */
+static int read_ahead(struct rankstate *r, const int *order, int j)
 {
-	if (!wr->running)
-		return 0;
-	int rc = replay_xfer_join(wr);
-	r->free_slots[r->nfree++] = *wr_slot;
-	*wr_slot = -1;
-	return rc;
+	for (int p = 0; p < 2; p++) {
+		if (r->rd[p].running)
+			continue;
+		for (int k = j + 1; k < replay_nsg; k++) {
+			int sg = order[k];
+			if (r->slot_of[sg] >= 0 ||
+			    mlp_path_of(sg, replay_opts.mlp_ratio, replay_opts.mlp_minor) != p)
+				continue;
+			int sl = take_slot(r);
+			if (sl < 0)
+				return sl;
+			r->rd[p].sg = sg;
+			r->rd[p].b = &r->slot[sl];
+			r->rd_slot[p] = sl;
+			return xfer_start(&r->rd[p]) ?: read_ahead(r, order, j);
+		}
+	}
+	return 0;
 }
 
-/* One update phase in the scheme's order. */
+/* One update phase in the scheme's order: two pipelines, one per path,
+ * as its two optimizer swappers run them. */
 static void update_phase(struct rankstate *r, int s, struct stepstat *t)
 {
 	int rank = r->rank, nsg = replay_nsg, keep = replay_opts.mlp_keep;
 	int order[nsg];
 	mlp_order(s, nsg, order);
-	struct xfer rd = {.ctx = r->rctx, .rank = rank, .step = s},
-		    wr = {.ctx = r->wctx, .rank = rank, .step = s, .write = true};
-	int rd_slot = -1, wr_slot = -1, next = 0; /* next: order position to read next */
+	for (int p = 0; p < 2; p++) {
+		r->rd[p] = (struct xfer){.ctx = r->rctx[p], .rank = rank, .step = s};
+		r->wr[p] = (struct xfer){.ctx = r->wctx[p], .rank = rank, .step = s, .write = true};
+	}
 	for (int j = 0; j < nsg; j++) {
-		int sg = order[j];
+		int sg = order[j],
+		    p = mlp_path_of(sg, replay_opts.mlp_ratio, replay_opts.mlp_minor);
 		/* the sub-group in hand: kept from the last step, read ahead, or read now */
 		if (r->slot_of[sg] < 0) {
-			if (!rd.running || rd.sg != sg) {
-				FAIL_IF(rd.running ? -EPROTO : 0);
-				int sl = take_slot(r, &wr, &wr_slot);
-				FAIL_IF(sl < 0 ? sl : 0);
-				rd.sg = sg;
-				rd.b = &r->slot[sl];
-				rd_slot = sl;
-				mlp_xfer_main(&rd);
-				FAIL_IF(rd.rc);
-				next = j + 1;
+			struct xfer *rd = &r->rd[p];
+			if (rd->running && rd->sg == sg) {
+				FAIL_IF(replay_xfer_join(rd));
 			} else {
-				FAIL_IF(replay_xfer_join(&rd));
+				FAIL_IF(rd->running ? -EPROTO : 0);
+				int sl = take_slot(r);
+				FAIL_IF(sl < 0 ? sl : 0);
+				rd->sg = sg;
+				rd->b = &r->slot[sl];
+				r->rd_slot[p] = sl;
+				mlp_xfer_main(rd);
+				FAIL_IF(rd->rc);
 			}
-			r->slot_of[sg] = rd_slot;
+			r->slot_of[sg] = r->rd_slot[p];
 			t->rd += replay_sgs[sg].numel * 12;
 		}
-		/* one read ahead: the next sub-group not in memory */
-		if (next <= j)
-			next = j + 1;
-		while (next < nsg && r->slot_of[order[next]] >= 0)
-			next++;
-		if (next < nsg && !rd.running) {
-			int sl = take_slot(r, &wr, &wr_slot);
-			FAIL_IF(sl < 0 ? sl : 0);
-			rd.sg = order[next];
-			rd.b = &r->slot[sl];
-			rd_slot = sl;
-			FAIL_IF(xfer_start(&rd));
-			next++;
-		}
+		FAIL_IF(read_ahead(r, order, j));
 		struct bufset *b = &r->slot[r->slot_of[sg]];
 		uint64_t n = replay_sgs[sg].numel;
 		double c0 = replay_now();
@@ -440,23 +458,21 @@ static void update_phase(struct rankstate *r, int s, struct stepstat *t)
 			replay_trace(rank, s, 'A', sg, c0, c1, c1);
 			continue; /* stays in memory for the next step */
 		}
-		FAIL_IF(join_write(r, &wr, &wr_slot));
+		/* the path's swapper waits for its previous write, then starts this one */
+		FAIL_IF(join_write(r, p));
 		replay_trace(rank, s, 'A', sg, c0, c1, replay_now());
-		wr.sg = sg;
-		wr.b = b;
-		wr_slot = r->slot_of[sg];
+		r->wr[p].sg = sg;
+		r->wr[p].b = b;
+		r->wr_slot[p] = r->slot_of[sg];
 		r->slot_of[sg] = -1;
 		t->wr += replay_sgs[sg].numel * 12;
-		if (j + 1 < nsg - keep) {
-			FAIL_IF(xfer_start(&wr));
-		} else { /* the last write of a step is synchronous */
-			mlp_xfer_main(&wr);
-			FAIL_IF(wr.rc);
-			r->free_slots[r->nfree++] = wr_slot;
-			wr_slot = -1;
-		}
+		FAIL_IF(xfer_start(&r->wr[p]));
 	}
-	FAIL_IF(rd.running ? -EPROTO : 0);
+	/* the step ends with its writes done, as DeepSpeed's */
+	for (int p = 0; p < 2; p++) {
+		FAIL_IF(join_write(r, p));
+		FAIL_IF(r->rd[p].running ? -EPROTO : 0);
+	}
 }
 
 static int verify_mlp(struct rankstate *r)
@@ -479,7 +495,7 @@ static int verify_mlp(struct rankstate *r)
 		int nj = mlp_jobs(jobs, rank, sg, &got);
 		if (nj < 0)
 			return nj;
-		int rc = replay_run_batch(r->rctx, jobs, nj, false);
+		int rc = replay_run_batch(r->rctx[0], jobs, nj, false);
 		if (rc)
 			return rc;
 		const float *e[3] = {exp.p, exp.m, exp.v}, *o[3] = {got.p, got.m, got.v};
@@ -510,11 +526,14 @@ void replay_mlp_rank(int rank)
 		snprintf(d, sizeof(d), "%s/zero_stage_3/optimizer/rank%d", replay_opts.dir2, rank);
 		FAIL_IF(replay_mkdir_p(d));
 	}
-	FAIL_IF(io_setup(replay_opts.qd, &r.rctx));
-	FAIL_IF(io_setup(replay_opts.qd, &r.wctx));
+	for (int p = 0; p < 2; p++) {
+		FAIL_IF(io_setup(replay_opts.qd, &r.rctx[p]));
+		FAIL_IF(io_setup(replay_opts.qd, &r.wctx[p]));
+	}
 	uint64_t maxn = replay_sgs[0].numel;
-	/* the kept sub-groups, and three in flight: read ahead, in hand, written */
-	r.nslots = replay_opts.mlp_keep + 3;
+	/* the kept sub-groups, the one in hand, and per path one read ahead
+	 * and one written behind */
+	r.nslots = replay_opts.mlp_keep + 5;
 	r.slot = calloc((size_t)r.nslots, sizeof(*r.slot));
 	r.free_slots = calloc((size_t)r.nslots, sizeof(int));
 	r.slot_of = malloc((size_t)replay_nsg * sizeof(int));
@@ -544,7 +563,7 @@ void replay_mlp_rank(int rank)
 		replay_gen(b->p, n, replay_seed_of(rank, sg, K_PARAM, 0), false);
 		replay_gen(b->m, n, replay_seed_of(rank, sg, K_EXP_AVG, 0), false);
 		replay_gen(b->v, n, replay_seed_of(rank, sg, K_EXP_AVG_SQ, 0), true);
-		struct xfer x = {.ctx = r.wctx, .rank = rank, .sg = sg, .b = b, .write = true};
+		struct xfer x = {.ctx = r.wctx[0], .rank = rank, .sg = sg, .b = b, .write = true};
 		mlp_xfer_main(&x);
 		FAIL_IF(x.rc);
 		st[0].wr += replay_sgs[sg].numel * 12;
@@ -591,7 +610,7 @@ void replay_mlp_rank(int rank)
 	for (int sg = 0; sg < replay_nsg; sg++) {
 		if (r.slot_of[sg] < 0)
 			continue;
-		struct xfer x = {.ctx = r.wctx,
+		struct xfer x = {.ctx = r.wctx[0],
 				 .rank = rank,
 				 .sg = sg,
 				 .b = &r.slot[r.slot_of[sg]],
@@ -613,8 +632,10 @@ void replay_mlp_rank(int rank)
 		if (rank < 64)
 			replay_shm->verify_bad[rank] = bad;
 	}
-	io_destroy(r.rctx);
-	io_destroy(r.wctx);
+	for (int p = 0; p < 2; p++) {
+		io_destroy(r.rctx[p]);
+		io_destroy(r.wctx[p]);
+	}
 	_exit(0);
 }
 
