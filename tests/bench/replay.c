@@ -142,8 +142,8 @@ static void usage(FILE *f)
 	    "                        alternating order, the last K kept in host buffers,\n"
 	    "                        bf16 gradients in host memory, a lock per path\n"
 	    "  --dir2 DIR            its second path   --dir2-cap SIZE  its cap per s each way\n"
-	    "  --mlp-ratio N|auto    sub-group i on the minor path when i %% N == 0 [auto:\n"
-	    "                        the least I/O time for --path-bps]\n"
+	    "  --mlp-ratio N|auto    sub-group i on --dir2 when i %% N == 0 [auto: the ratio\n"
+	    "                        and path for it with the least I/O time for --path-bps]\n"
 	    "  --path-bps R1,R2      the two paths' bandwidths in bytes/s, for auto\n"
 	    "  --host-ram SIZE       host RAM of all ranks for kept sub-groups and bf16\n"
 	    "                        gradients [0]   --mlp-keep K  K kept, overriding it\n"
@@ -302,6 +302,13 @@ int main(int argc, char **argv)
 	}
 	if (replay_opts.probe)
 		return replay_probe();
+	if (!replay_opts.mlp && (replay_opts.dir2 || replay_opts.dir2_cap || replay_opts.host_ram ||
+				 replay_opts.mlp_ratio || replay_opts.mlp_keep >= 0)) {
+		fprintf(stderr,
+			"replay: --dir2, --dir2-cap, --host-ram, --mlp-ratio and --mlp-keep "
+			"go with --mlp\n");
+		return 2;
+	}
 	/* names are dir + at most ~150 bytes: checked once here, not at every open */
 	if (replay_opts.dir && strlen(replay_opts.dir) > 3840) {
 		fprintf(stderr, "replay: --dir path too long\n");

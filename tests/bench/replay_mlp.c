@@ -6,7 +6,8 @@
  * Reproduced:
  * - whole sub-groups per path: sub-group i lives on the "minor" path when
  *   i % ratio == 0, on the other path otherwise; a static ratio, as its code
- *   has (it ran with 3), not one measured while it runs. --mlp-ratio auto
+ *   has (it ran with 3), not one measured while it runs. With --mlp-ratio N
+ *   the minor path is the second one, as in its code; --mlp-ratio auto
  *   picks the ratio and the minor path that give the steady step the least
  *   I/O time for the two paths' bandwidths (--path-bps), counting the
  *   sub-groups that really move in each step (mlp_best_ratio());
@@ -43,6 +44,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libaio.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -155,6 +157,23 @@ static inline float from_bf16(uint16_t h)
 	return f;
 }
 
+/* replay_adam with the gradient upcast from bf16 inside the pass, as a CPU
+ * Adam that takes bf16 gradients does it: the same float operations, so
+ * the same bits as upcasting first. */
+static void adam_bf16(float *restrict p, float *restrict m, float *restrict v,
+		      const uint16_t *restrict g16, uint64_t n)
+{
+	const float b1 = 0.9f, b2 = 0.999f, lr = 1e-3f, eps = 1e-8f;
+	for (uint64_t i = 0; i < n; i++) {
+		float g = from_bf16(g16[i]);
+		float mi = b1 * m[i] + (1.0f - b1) * g;
+		float vi = b2 * v[i] + (1.0f - b2) * g * g;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] -= lr * mi / (sqrtf(vi) + eps);
+	}
+}
+
 /* ---- setup, before the ranks fork ------------------------------------------------ */
 
 static int shared_mutex(pthread_mutex_t *mu, pthread_cond_t *cv)
@@ -201,7 +220,7 @@ int replay_mlp_setup(void)
 		mlp_sh->lock[p].owner = -1;
 		if (shared_mutex(&mlp_sh->lock[p].mu, &mlp_sh->lock[p].cv) ||
 		    shared_mutex(&mlp_sh->pace[p].mu, NULL)) {
-			fprintf(stderr, "replay: cannot set up the --mlp path locks\n");
+			fprintf(stderr, "replay: cannot set up the --mlp locks\n");
 			return -EINVAL;
 		}
 	}
@@ -222,7 +241,9 @@ int replay_mlp_setup(void)
 	if (!o->dir2) {
 		o->mlp_ratio = 1;
 		o->mlp_minor = 0;
-	} else if (o->mlp_ratio <= 0) {
+	} else if (o->mlp_ratio > 0) {
+		o->mlp_minor = 1; /* as its code: i % ratio == 0 on the second path */
+	} else {
 		/* unknown bandwidths count as equal */
 		if (bps[0] <= 0 || bps[1] <= 0)
 			bps[0] = bps[1] = 1;
@@ -448,10 +469,7 @@ static void update_phase(struct rankstate *r, int s, struct stepstat *t)
 		struct bufset *b = &r->slot[r->slot_of[sg]];
 		uint64_t n = replay_sgs[sg].numel;
 		double c0 = replay_now();
-		const uint16_t *h = r->g16 + r->g16_off[sg];
-		for (uint64_t i = 0; i < n; i++)
-			r->g32[i] = from_bf16(h[i]);
-		replay_adam(b->p, b->m, b->v, r->g32, n);
+		adam_bf16(b->p, b->m, b->v, r->g16 + r->g16_off[sg], n);
 		double c1 = replay_now();
 		t->upd_cpu += c1 - c0;
 		if (j >= nsg - keep) {

@@ -27,7 +27,7 @@ check "2 ranks, 5 steps on two directories, every file verified" \
 	"$REPLAY" --dir "$T/d1" --dir2 "$T/d2" --mlp --mlp-ratio 2 --dir2-cap 1G \
 	--host-ram 88M --state-size 192M --ranks 2 --steps 5 --verify \
 	--json "$T/r.json" --trace "$T/trace"
-check "whole sub-groups per path (ratio 2: even ones on --dir), no gradient file" python3 - "$T" <<'PY'
+check "whole sub-groups per path (ratio 2: even ones on --dir2), no gradient file" python3 - "$T" <<'PY'
 import glob, os, sys
 t = sys.argv[1]
 bad = 0
@@ -40,7 +40,7 @@ for r in (0, 1):
         for f in fs:
             sid = os.path.basename(f).split(".")[0].split("-")[-1]
             sgs.add(int(sid.split("_")[0]) // 4)
-        if sgs != {i for i in range(8) if (i % 2 != 0) == want} or len(fs) != 12:
+        if sgs != {i for i in range(8) if (i % 2 == 0) == want} or len(fs) != 12:
             print("# rank", r, d, "holds sub-groups", sorted(sgs), len(fs), "files"); bad += 1
 sys.exit(bad)
 PY
