@@ -11,6 +11,12 @@
 #      disk bandwidth measured here (scripts/bench_report.py states the model);
 #   4. two persistent tiers: cold read of a file striped over the disk and a
 #      second directory capped with max_bandwidth, vs the sum of the two.
+#   5. the application changed instead (BENCH_SKIP names: mlp upd_plain
+#      upd_mount): MLP-Offload's scheme in the replay (tierfs-replay --mlp)
+#      on the two plain directories the two-path mount uses, with the same
+#      caps and host RAM; and the updater (tierfs-update --order
+#      alternating) on the plain disk directory and on the two-path mount:
+#      "filesystem only" (tierfs2p), "updater only", "both".
 # Prints a table, writes build/bench/summary.json and build/bench/steps.png.
 # A tierfs phase that cannot mount is reported as failed; the rest still runs.
 #
@@ -46,6 +52,7 @@
 #   BENCH_TRACE    1: tierfs runs write tierfs-replay's --trace (each transfer's
 #                  and Adam pass's times) to build/bench/SETUP-REP.trace [0]
 #   BENCH_SKIP     space-separated phases to skip: baseline tierfs tierfs2p two_tier
+#                  mlp upd_plain upd_mount (5. above)
 #                  (tierfs2p: the tierfs run again with a second persistent
 #                  path, BENCH_T2_DIR capped at BENCH_T2_CAP/s each way, standing in
 #                  for a parallel file system beside the disk)
@@ -54,6 +61,12 @@
 #                  cgroup around the whole bench): a disk-bound setting that is
 #                  the same from run to run, where a host's cache under a
 #                  virtual disk would otherwise decide the timings [off]
+#   BENCH_UPD_STEPS  the updater's steps in its runs [BENCH_STEPS + 4]; the
+#                  first half warm up (a mount learns the alternating order's
+#                  two-step cycle in about the fifth) and are not averaged;
+#                  one more runs after them, untimed (it writes what was kept)
+#   BENCH_MLP_RATIO  the MLP-style run's static ratio [auto: the best for the
+#                  two paths' bandwidths, tierfs-replay --mlp-ratio]
 #   TIERFS_BIN     the daemon [build/tierfs]; build/tests/bench/passfs (a plain
 #                  FUSE passthrough) tests the mounted phases without tierfs
 set -u
@@ -62,6 +75,7 @@ BUILD=${BUILD:-$ROOT/build}
 OUT=$BUILD/bench
 REPLAY=$BUILD/tierfs-replay
 TIERFS=${TIERFS_BIN:-$BUILD/tierfs}
+UPDATER=$BUILD/tierfs-update
 REPORT=$ROOT/scripts/bench_report.py
 PLOT=$ROOT/scripts/plot_bench.gp
 
@@ -82,6 +96,8 @@ BENCH_PROBE_SIZE=${BENCH_PROBE_SIZE:-1G}
 BENCH_SKIP=${BENCH_SKIP:-}
 BENCH_TRACE=${BENCH_TRACE:-0}
 BENCH_DISK_BPS=${BENCH_DISK_BPS:-}
+BENCH_UPD_STEPS=${BENCH_UPD_STEPS:-$((BENCH_STEPS + 4))}
+BENCH_MLP_RATIO=${BENCH_MLP_RATIO:-auto}
 CG= CG_ROOT= DISK_BPS=0 # the throttled cgroup, when BENCH_DISK_BPS is set
 BLOCK=${BENCH_BLOCK:-1M}
 
@@ -425,6 +441,131 @@ EOF
 	rm -rf "$W/run" "$BENCH_T2_DIR"
 }
 
+# ---- the application changed instead: MLP-Offload's scheme and the updater -------
+# path_bps: the disk's bandwidth each way (its cap, else the slower side of
+# the first probe) and the second path's cap, for the MLP-style ratio.
+path_bps() {
+	python3 - "$OUT/probe-start.json" "$DISK_BPS" "$(bytes "$BENCH_T2_CAP")" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+disk = float(sys.argv[2]) or min(p["read_Bps"], p["write_Bps"])
+print("%.0f,%s" % (disk, sys.argv[3]))
+EOF
+}
+
+# run_mlp REP: the replay's MLP-style scheme on the disk directory and the
+# second path, capped as the two-path mount's, with BENCH_RAM of host RAM.
+run_mlp() {
+	local rep=$1
+	say "mlp $rep/$BENCH_REPEAT: MLP-Offload's scheme on $W/run/plain + $BENCH_T2_DIR capped at $BENCH_T2_CAP/s"
+	rm -rf "$W/run" "$BENCH_T2_DIR"
+	mkdir -p "$W/run/plain" "$BENCH_T2_DIR"
+	settle_disk
+	if ! run "$REPLAY" --dir "$W/run/plain" "${REPLAY_ARGS[@]}" --mlp --dir2 "$BENCH_T2_DIR" \
+		--dir2-cap "$(bytes "$BENCH_T2_CAP")" --host-ram "$RAM_B" --path-bps "$(path_bps)" \
+		--mlp-ratio "$BENCH_MLP_RATIO" --json "$OUT/mlp-$rep.json"; then
+		echo "failed: replay --mlp exited with an error" >"$OUT/mlp-$rep.status"
+		say "mlp $rep FAILED"
+	fi
+	rm -rf "$W/run" "$BENCH_T2_DIR"
+}
+
+# upd_json LOG INIT_S OUT KEEP DIR: the updater's "step N: ..." lines as a
+# replay record, so that the report reads both alike. The run's last step
+# is left out: it also writes what the updater kept, as the run ends.
+upd_json() {
+	python3 - "$@" <<'EOF'
+import json, re, sys
+log, init_s, out, keep, where = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
+steps = [{"step": 0, "init": True, "update_s": init_s, "backward_s": 0.0, "update_cpu_s": 0.0,
+          "bytes_read": 0, "bytes_written": 0}]
+for line in open(log):
+    m = re.match(r"step (\d+): .*?, ([0-9.]+) s, read ([0-9.]+) GB, wrote ([0-9.]+) GB, .*update ([0-9.]+) s", line)
+    if m:
+        steps.append({"step": len(steps), "init": False, "update_s": float(m.group(2)),
+                      "backward_s": 0.0, "update_cpu_s": float(m.group(5)),
+                      "bytes_read": int(float(m.group(3)) * 1e9), "bytes_written": int(float(m.group(4)) * 1e9)})
+final = steps.pop() if len(steps) > 2 else None
+json.dump({"schedule": "tierfs-update alternating", "keep": keep, "where": where, "steps": steps,
+           "final_step": final}, open(out, "w"), indent=1)
+sys.exit(0 if len(steps) > 1 else 1)
+EOF
+}
+
+# run_updater REP plain|mount: tierfs-update (DeepSpeed's files, the
+# alternating order) on the plain disk directory, keeping the sub-groups
+# BENCH_RAM holds, or on the two-path mount (RAM tier BENCH_RAM, nothing
+# kept by the updater: the same host RAM). The updater takes one directory:
+# without the mount it has the disk alone.
+run_updater() {
+	local rep=$1 mode=$2 setup dir keep params sgp t0 t1 rc=0
+	setup=upd_$mode
+	params=$((STATE_B / 12 / 256 * 256))
+	sgp=$(python3 -c '
+import json, sys
+for f in sys.argv[2:]:
+    try:
+        print(json.load(open(f))["subgroup_params"]); sys.exit()
+    except (OSError, ValueError, KeyError):
+        pass
+print(-(-int(sys.argv[1]) // 8 // 256) * 256)' "$params" "$OUT"/baseline-*.json "$OUT"/mlp-*.json)
+	if [ ! -x "$UPDATER" ]; then
+		echo "failed: $UPDATER not built" >"$OUT/$setup-$rep.status"
+		echo '{"steps": []}' >"$OUT/$setup-$rep.json"
+		return
+	fi
+	rm -rf "$W/run" "$BENCH_T2_DIR"
+	mkdir -p "$W/run/plain" "$W/run/nvme0" "$W/run/meta" "$BENCH_T2_DIR"
+	if [ "$mode" = plain ]; then
+		dir=$W/run/plain
+		keep=$((RAM_B / (sgp * 12)))
+	else
+		dir=$MNT
+		keep=0
+		tierfs_conf 2p >"$OUT/$setup.conf"
+		if ! mount_tierfs "$OUT/$setup.conf" "$OUT/$setup-$rep.log"; then
+			say "$setup $rep: mount FAILED: $MOUNT_WHY"
+			echo "failed: mount: $MOUNT_WHY" >"$OUT/$setup-$rep.status"
+			echo '{"steps": []}' >"$OUT/$setup-$rep.json"
+			rm -rf "$W/run" "$BENCH_T2_DIR"
+			return
+		fi
+	fi
+	say "$setup $rep/$BENCH_REPEAT: tierfs-update --order alternating --keep $keep, $BENCH_UPD_STEPS steps of $params params in $dir"
+	settle_disk
+	t0=$(date +%s.%N)
+	run "$UPDATER" init "$dir" --layout deepspeed --params "$params" --subgroup "$sgp" --seed 1 \
+		>"$OUT/$setup-$rep.out" 2>&1 || rc=$?
+	t1=$(date +%s.%N)
+	[ $rc = 0 ] && { run "$UPDATER" step "$dir" --layout deepspeed --first-step 1 --steps $((BENCH_UPD_STEPS + 1)) \
+		--order alternating --keep "$keep" >>"$OUT/$setup-$rep.out" 2>&1 || rc=$?; }
+	[ "$mode" = mount ] && [ -e "$MNT/.tierfs/stats" ] && cp "$MNT/.tierfs/stats" "$OUT/$setup-$rep.stats-end"
+	if [ $rc != 0 ] || ! upd_json "$OUT/$setup-$rep.out" "$(python3 -c "print($t1 - $t0)")" \
+		"$OUT/$setup-$rep.json" "$keep" "$dir"; then
+		echo "failed: tierfs-update exited with status $rc (log: $OUT/$setup-$rep.out)" >"$OUT/$setup-$rep.status"
+		say "$setup $rep FAILED"
+	elif [ "$BENCH_VERIFY" = 1 ]; then
+		# both runs start from the same seed: every state file the same
+		(cd "$dir" && find . -name '*.tensor.swp' ! -name '*_gradient_*' -print0 | sort -z |
+			xargs -0 cksum) >"$OUT/$setup-$rep.cksum"
+		if [ "$mode" = mount ] && [ -e "$OUT/upd_plain-$rep.cksum" ] &&
+			! cmp -s "$OUT/upd_plain-$rep.cksum" "$OUT/$setup-$rep.cksum"; then
+			echo "failed: state files differ from the plain directory's" >"$OUT/$setup-$rep.status"
+			say "$setup $rep: state files differ from upd_plain's"
+		fi
+	fi
+	if [ "$mode" = mount ] && ! umount_tierfs; then
+		[ -e "$OUT/$setup-$rep.status" ] || echo "failed: unmount/daemon exit status" >"$OUT/$setup-$rep.status"
+	fi
+	rm -rf "$W/run" "$BENCH_T2_DIR"
+}
+
+run_app_setups() {
+	skipped mlp || run_mlp "$1"
+	skipped upd_plain || run_updater "$1" plain
+	skipped upd_mount || run_updater "$1" mount
+}
+
 T0=$(date +%s)
 say "state $BENCH_STATE, RAM $BENCH_RAM, $BENCH_RANKS rank(s), $BENCH_STEPS steps, pipeline $BENCH_PIPELINE, $BENCH_REPEAT x (baseline, tierfs) in $W"
 [ -x "$TIERFS" ] || say "note: $TIERFS is not built: the tierfs rows will be marked failed"
@@ -433,6 +574,7 @@ for rep in $(seq 1 "$BENCH_REPEAT"); do
 	skipped baseline || run_baseline "$rep"
 	skipped tierfs || run_tierfs "$rep"
 	skipped tierfs2p || run_tierfs "$rep" 2p
+	run_app_setups "$rep"
 done
 probe_disk end
 skipped two_tier || run_two_tier

@@ -500,7 +500,7 @@ def cmd_report(args):
     meta = json.load(open(os.path.join(d, "meta.json")))
     runs = []
     for name in sorted(os.listdir(d)):
-        m = re.match(r"^(baseline|tierfs|tierfs2p)-(\d+)\.json$", name)
+        m = re.match(r"^(baseline|tierfs|tierfs2p|%s)-(\d+)\.json$" % "|".join(APP_SETUPS), name)
         if not m:
             continue
         setup, rep = m.group(1), int(m.group(2))
@@ -522,6 +522,8 @@ def cmd_report(args):
             # tierfs, also every step up to the first whose update phase
             # began with the order learned (learned_warm)
             warm = 2 if len(steady) > 3 else 1 if len(steady) > 1 else 0
+            if setup in APP_SETUPS:
+                warm = app_warm(setup, len(steady), warm)
             if setup.startswith("tierfs"):
                 warm = max(warm, learned_warm(os.path.join(d, "%s-%d.stats" % (setup, rep)),
                                               len(steady)))
@@ -551,6 +553,8 @@ def cmd_report(args):
                 run["tierfs_steps"][-1] if run["tierfs_steps"] else ({}, {}))
             run["tierfs_stats_raw_last"] = snap(n, "update")
         runs.append(run)
+    # the application-side setups after the others, in their own order
+    runs.sort(key=lambda r: (APP_SETUPS.index(r["setup"]) + 1 if r["setup"] in APP_SETUPS else 0))
     floor = None
     fp = os.path.join(d, "floor.json")
     if os.path.exists(fp):
@@ -601,7 +605,7 @@ def cmd_report(args):
     for r in runs:
         upd, bwd = r.get("update_mean_s"), r.get("backward_mean_s")
         st = r.get("tierfs_stats") or {}
-        if r["setup"] == "baseline":
+        if r["setup"] in ("baseline", "mlp", "upd_plain"):  # plain directories
             drd, dwr = r.get("bytes_read_per_step"), r.get("bytes_written_per_step")
             hit = None
         else:
@@ -636,7 +640,9 @@ def cmd_report(args):
         r["backward_speedup"] = base_bwd / bwd if base_bwd and bwd else None
         # A run with a second path has its own floor and model: the same
         # bytes over both paths' bandwidths.
-        fl = floor2p if r["setup"] == "tierfs2p" else floor
+        fl = floor2p if r["setup"] in TWO_PATHS else floor
+        if r["setup"].startswith("upd_"):
+            fl = None  # the floor and the model are the replay's, with its backward phase
         r["ratio_to_floor"] = upd / fl["floor_s"] if fl and upd and fl["floor_s"] else None
         pipe = fl.get("pipeline_s") if fl else None
         r["ratio_to_pipeline"] = upd / pipe if pipe and upd else None
@@ -680,6 +686,7 @@ def cmd_report(args):
               "%s/s each way (standing in for a parallel file system beside the disk); disk rd/wr = both paths; "
               "speedup against the same single-disk baseline" % (meta.get("t2_dir", "BENCH_T2_DIR"),
                                                                  meta.get("t2_cap", "BENCH_T2_CAP")))
+    app_notes(runs, meta)
     if two:
         print("two tiers (%s): striped read %s vs sum of tiers %.2f GB/s -> %s  %s" % (
             ", ".join(two.get("tiers", [])),
@@ -754,6 +761,7 @@ def cmd_report(args):
             "ratio_to_pipeline": mean([r["ratio_to_pipeline"] for r in t2p_ok]),
             "hit_ratio": mean([r["hit_ratio"] for r in t2p_ok]),
         } if t2p_ok else None,
+        **app_summary(runs),
         "floor": floor,
         "floor2p": floor2p,
         "two_tier": two,
@@ -776,6 +784,81 @@ def cmd_report(args):
         f.write("%.6f" % (floor["floor_s"] if floor else 0))
     with open(os.path.join(d, "model.val"), "w") as f:
         f.write("%.6f" % (floor.get("pipeline_s") or 0 if floor else 0))
+
+
+# ---- the application changed instead: MLP-Offload's scheme, the updater ------------
+
+# setups of scripts/bench.sh's step 5: the replay's MLP-style scheme on two
+# plain directories, tierfs-update on the plain disk directory and on the
+# two-path mount
+APP_SETUPS = ("mlp", "upd_plain", "upd_mount")
+TWO_PATHS = ("tierfs2p", "mlp", "upd_mount")
+
+
+def app_warm(setup, nsteady, warm):
+    """Warm-up steps of an application-side run: the MLP-style replay as the
+    others (its first step reads what later ones keep); the updater's first
+    half, as a mount learns its alternating order's two-step cycle in about
+    the fifth step."""
+    if setup.startswith("upd_"):
+        return max(warm, nsteady // 2)
+    return warm
+
+
+def app_summary(runs):
+    """summary.json keys of the application-side setups, and the three
+    choices side by side (None where a setup did not run or failed)."""
+    out = {}
+    for setup in APP_SETUPS:
+        ok = [r for r in runs if r["setup"] == setup and r["status"] == "ok"]
+        out[setup] = {
+            "update_s": mean([r["update_mean_s"] for r in ok]),
+            "speedup": mean([r.get("speedup") for r in ok]),
+            "ratio_to_floor": mean([r.get("ratio_to_floor") for r in ok]),
+            "bytes_read_per_step": mean([r.get("bytes_read_per_step") for r in ok]),
+            "bytes_written_per_step": mean([r.get("bytes_written_per_step") for r in ok]),
+        } if ok else None
+        if ok and setup == "mlp":
+            out[setup]["backward_s"] = mean([r["backward_mean_s"] for r in ok])
+            out[setup]["scheme"] = ok[0]["replay"].get("mlp")
+        if ok and setup.startswith("upd_"):
+            out[setup]["keep"] = ok[0]["replay"].get("keep")
+    pick = lambda k: mean([r["update_mean_s"] for r in runs if r["setup"] == k and r["status"] == "ok"])
+    out["choices"] = {"filesystem only": pick("tierfs2p"), "updater only": pick("upd_plain"),
+                      "both": pick("upd_mount"), "MLP-style application": pick("mlp")}
+    return out
+
+
+def app_notes(runs, meta):
+    """The report's lines on the application-side setups."""
+    have = {r["setup"] for r in runs}
+    mlp = [r for r in runs if r["setup"] == "mlp" and r.get("replay", {}).get("mlp")]
+    if mlp:
+        m = mlp[0]["replay"]["mlp"]
+        print("mlp: MLP-Offload's scheme in the replay (tierfs-replay --mlp) on the plain disk "
+              "directory and %s capped at %s/s: sub-group i on the %s when i %% %d == 0 (ratio "
+              "chosen for %.2f and %.2f GB/s), alternating order, %d sub-group(s) kept in host "
+              "buffers, gradients bf16 in host memory, one rank reading and one writing at a time; "
+              "/floor and /model: the two-path ones; speedup against the single-disk baseline" % (
+                  meta.get("t2_dir", "BENCH_T2_DIR"), meta.get("t2_cap", "BENCH_T2_CAP"),
+                  "disk" if m["minor_path"] == "dir" else "second path", m["ratio"],
+                  m["path_Bps"][0] / 1e9, m["path_Bps"][1] / 1e9, m["keep"]))
+    upd = {r["setup"]: r for r in runs if r["setup"].startswith("upd_") and r.get("replay")}
+    if upd:
+        keep = upd["upd_plain"]["replay"].get("keep") if "upd_plain" in upd else None
+        print("upd_plain: tierfs-update --order alternating%s on the plain disk directory (it takes "
+              "one directory); upd_mount: the same on the two-path mount, nothing kept by the "
+              "updater (the RAM is the mount's); DeepSpeed's files, no backward phase; the updater "
+              "fdatasyncs every file it writes; first half of its steps not averaged; no floor (the floor "
+              "and the model are the replay's)" % (
+                  " --keep %d (what BENCH_RAM holds)" % keep if keep is not None else ""))
+    if have & {"tierfs2p", "upd_plain", "upd_mount", "mlp"}:
+        f = lambda k: "-" if k not in have else "%s s" % (
+            "%.3f" % mean([r["update_mean_s"] for r in runs if r["setup"] == k and r.get("update_mean_s")])
+            if any(r["setup"] == k and r.get("update_mean_s") for r in runs) else "-")
+        print("which to pick (update phase): filesystem only (DeepSpeed on tierfs, tierfs2p) %s; "
+              "updater only (upd_plain) %s; both (upd_mount) %s; MLP-style application (mlp) %s" % (
+                  f("tierfs2p"), f("upd_plain"), f("upd_mount"), f("mlp")))
 
 
 def main():

@@ -10,7 +10,7 @@
 # DeepSpeed's CPU Adam is vectorised; the pass should not be the bottleneck.
 
 REPLAY_OBJ := $(addprefix $(BUILD)/obj/tests/bench/,replay.o replay_data.o replay_aio.o \
-		replay_rank.o replay_probe.o replay_report.o)
+		replay_rank.o replay_probe.o replay_report.o replay_mlp.o)
 
 MODULE_ALL += $(BUILD)/tierfs-replay $(BUILD)/tests/bench/passfs $(BUILD)/tests/bench/growtime \
 	      $(BUILD)/tests/bench/codecbench

@@ -24,7 +24,9 @@
  * This file parses the options, sets up the layout and forks the ranks.
  * The rest: replay_data.c (file layout, names, content, Adam),
  * replay_aio.c (the I/O engine), replay_rank.c (one rank's steps),
- * replay_probe.c (--probe), replay_report.c (--json and the verdict).
+ * replay_probe.c (--probe), replay_report.c (--json and the verdict),
+ * replay_mlp.c (--mlp: MLP-Offload's in-application scheme instead of
+ * DeepSpeed's, on two plain directories).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,6 +57,7 @@ struct opts replay_opts = {
     .qd = 8,
     .req = 1 << 20,
     .probe_size = 1ull << 30,
+    .mlp_keep = -1,
 };
 
 static int parse_size(const char *s, uint64_t *out)
@@ -105,34 +108,46 @@ static int parse_size(const char *s, uint64_t *out)
 static void usage(FILE *f)
 {
 	fprintf(
-	    f, "usage: tierfs-replay --dir DIR [options]\n"
-	       "  --dir DIR             nvme_path (files go to DIR/zero_stage_3/optimizer/rankR/)\n"
-	       "  --state-size SIZE     fp32 param+exp_avg+exp_avg_sq bytes over all ranks (12 "
-	       "B/param;\n"
-	       "                        gradients add 4 B/param) [256M]\n"
-	       "  --subgroup-size N     params per sub-group (e.g. 1e8, 8M) [state/12/ranks/8]\n"
-	       "  --ranks N             processes, each its own rank dir [1]\n"
-	       "  --steps N             steps after the init step [3]\n"
-	       "  --pipeline on|lockstep|off\n"
-	       "                        on: DeepSpeed's pipelined swapper: start the read of\n"
-	       "                        i+1 once i is in, write i once i-1 is written, so\n"
-	       "                        the write of i runs beside the read of i+1;\n"
-	       "                        lockstep: read i+1 and write i-1 during update i,\n"
-	       "                        both joined before i+1; off: one at a time [on]\n"
-	       "  --grad-files N        gradient files per sub-group [2]\n"
-	       "  --queue-depth N       [8]   --block-size SIZE  aio request size [1M]\n"
-	       "  --compute SEC         forward+backward compute per step, spread before\n"
-	       "                        each sub-group's gradient writes (no I/O of its own:\n"
-	       "                        what a real step leaves the disk between updates) [0]\n"
-	       "  --verify              check every file's content after the last step\n"
-	       "  --json FILE           per-step times and bytes\n"
-	       "  --trace FILE          a line per transfer and Adam pass of the update phase:\n"
-	       "                        rank step R|W|A sub-group start end joined (seconds,\n"
-	       "                        CLOCK_MONOTONIC; R/W: a sub-group's reads/writes,\n"
-	       "                        A: its Adam pass, then the wait for the joins:\n"
-	       "                        the write of i-1 (on), both transfers (lockstep))\n"
-	       "  --probe FILE [--probe-size SIZE] [--probe-read-only]\n"
-	       "                        measure O_DIRECT write then read bandwidth of FILE\n");
+	    f,
+	    "usage: tierfs-replay --dir DIR [options]\n"
+	    "  --dir DIR             nvme_path (files go to DIR/zero_stage_3/optimizer/rankR/)\n"
+	    "  --state-size SIZE     fp32 param+exp_avg+exp_avg_sq bytes over all ranks (12 "
+	    "B/param;\n"
+	    "                        gradients add 4 B/param) [256M]\n"
+	    "  --subgroup-size N     params per sub-group (e.g. 1e8, 8M) [state/12/ranks/8]\n"
+	    "  --ranks N             processes, each its own rank dir [1]\n"
+	    "  --steps N             steps after the init step [3]\n"
+	    "  --pipeline on|lockstep|off\n"
+	    "                        on: DeepSpeed's pipelined swapper: start the read of\n"
+	    "                        i+1 once i is in, write i once i-1 is written, so\n"
+	    "                        the write of i runs beside the read of i+1;\n"
+	    "                        lockstep: read i+1 and write i-1 during update i,\n"
+	    "                        both joined before i+1; off: one at a time [on]\n"
+	    "  --grad-files N        gradient files per sub-group [2]\n"
+	    "  --queue-depth N       [8]   --block-size SIZE  aio request size [1M]\n"
+	    "  --compute SEC         forward+backward compute per step, spread before\n"
+	    "                        each sub-group's gradient writes (no I/O of its own:\n"
+	    "                        what a real step leaves the disk between updates) [0]\n"
+	    "  --verify              check every file's content after the last step\n"
+	    "  --json FILE           per-step times and bytes\n"
+	    "  --trace FILE          a line per transfer and Adam pass of the update phase:\n"
+	    "                        rank step R|W|A sub-group start end joined (seconds,\n"
+	    "                        CLOCK_MONOTONIC; R/W: a sub-group's reads/writes,\n"
+	    "                        A: its Adam pass, then the wait for the joins:\n"
+	    "                        the write of i-1 (on), both transfers (lockstep))\n"
+	    "  --probe FILE [--probe-size SIZE] [--probe-read-only]\n"
+	    "                        measure O_DIRECT write then read bandwidth of FILE\n"
+	    "  --mlp                 MLP-Offload's scheme instead of DeepSpeed's (replay_mlp.c):\n"
+	    "                        whole sub-groups on --dir or --dir2 by a static ratio,\n"
+	    "                        alternating order, the last K kept in host buffers,\n"
+	    "                        bf16 gradients in host memory, a lock per path\n"
+	    "  --dir2 DIR            its second path   --dir2-cap SIZE  its cap per s each way\n"
+	    "  --mlp-ratio N|auto    sub-group i on --dir2 when i %% N == 0 [auto: the ratio\n"
+	    "                        and path for it with the least I/O time for --path-bps]\n"
+	    "  --path-bps R1,R2      the two paths' bandwidths in bytes/s, for auto\n"
+	    "  --host-ram SIZE       host RAM of all ranks for kept sub-groups and bf16\n"
+	    "                        gradients [0]   --mlp-keep K  K kept, overriding it\n"
+	    "  --mlp-selftest        check the scheme's placement, order and ratio (TAP)\n");
 }
 
 int main(int argc, char **argv)
@@ -148,7 +163,11 @@ int main(int argc, char **argv)
 	    {"verify-only", 0, 0, 'O'},	  {"verify-state-only", 0, 0, 'Y'},
 	    {"stats", 1, 0, 'T'},	  {"stats-out", 1, 0, 'U'},
 	    {"compute", 1, 0, 'C'},	  {"trace", 1, 0, 'X'},
-	    {"help", 0, 0, 'h'},	  {0, 0, 0, 0}};
+	    {"help", 0, 0, 'h'},	  {"mlp", 0, 0, 'M'},
+	    {"dir2", 1, 0, 'D'},	  {"dir2-cap", 1, 0, 'c'},
+	    {"mlp-ratio", 1, 0, 'o'},	  {"mlp-keep", 1, 0, 'k'},
+	    {"host-ram", 1, 0, 'H'},	  {"path-bps", 1, 0, 'B'},
+	    {"mlp-selftest", 0, 0, 'Z'},  {0, 0, 0, 0}};
 	int c;
 	uint64_t v;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -230,6 +249,44 @@ int main(int argc, char **argv)
 		case 'X':
 			replay_opts.trace = optarg;
 			break;
+		case 'M':
+			replay_opts.mlp = true;
+			break;
+		case 'D':
+			replay_opts.dir2 = optarg;
+			break;
+		case 'c':
+			if (parse_size(optarg, &replay_opts.dir2_cap))
+				goto bad;
+			break;
+		case 'o':
+			if (strcmp(optarg, "auto")) {
+				replay_opts.mlp_ratio = atoi(optarg);
+				if (replay_opts.mlp_ratio < 1)
+					goto bad;
+			}
+			break;
+		case 'k':
+			replay_opts.mlp_keep = atoi(optarg);
+			if (replay_opts.mlp_keep < 0)
+				goto bad;
+			break;
+		case 'H':
+			if (parse_size(optarg, &replay_opts.host_ram))
+				goto bad;
+			break;
+		case 'B': {
+			char *end;
+			replay_opts.path_bps[0] = strtod(optarg, &end);
+			if (*end != ',')
+				goto bad;
+			replay_opts.path_bps[1] = strtod(end + 1, &end);
+			if (*end || !(replay_opts.path_bps[0] >= 0 && replay_opts.path_bps[1] >= 0))
+				goto bad;
+			break;
+		}
+		case 'Z':
+			return replay_mlp_selftest();
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -245,6 +302,13 @@ int main(int argc, char **argv)
 	}
 	if (replay_opts.probe)
 		return replay_probe();
+	if (!replay_opts.mlp && (replay_opts.dir2 || replay_opts.dir2_cap || replay_opts.host_ram ||
+				 replay_opts.mlp_ratio || replay_opts.mlp_keep >= 0)) {
+		fprintf(stderr,
+			"replay: --dir2, --dir2-cap, --host-ram, --mlp-ratio and --mlp-keep "
+			"go with --mlp\n");
+		return 2;
+	}
 	/* names are dir + at most ~150 bytes: checked once here, not at every open */
 	if (replay_opts.dir && strlen(replay_opts.dir) > 3840) {
 		fprintf(stderr, "replay: --dir path too long\n");
@@ -272,15 +336,18 @@ int main(int argc, char **argv)
 	}
 	if (replay_layout())
 		return 1;
+	if (replay_opts.mlp && replay_mlp_setup())
+		return 1;
 	fprintf(stderr,
 		"[replay] %s: %d rank(s) x %d sub-groups of %" PRIu64
 		" params; state %.2f GiB + gradients %.2f GiB; %d steps; pipeline %s\n",
 		replay_opts.dir, replay_opts.ranks, replay_nsg, replay_opts.sg_params,
 		replay_rank_params * 12.0 * replay_opts.ranks / (1 << 30),
 		replay_rank_params * 4.0 * replay_opts.ranks / (1 << 30), replay_opts.steps,
-		!replay_opts.pipeline  ? "off"
-		: replay_opts.lockstep ? "lockstep"
-				       : "on (DeepSpeed's order)");
+		replay_opts.mlp		? "MLP-Offload's (--mlp)"
+		: !replay_opts.pipeline ? "off"
+		: replay_opts.lockstep	? "lockstep"
+					: "on (DeepSpeed's order)");
 
 	size_t shsz = sizeof(struct shared) + sizeof(struct stepstat) * (size_t)replay_opts.ranks *
 						  (size_t)(replay_opts.steps + 1);
@@ -310,6 +377,8 @@ int main(int argc, char **argv)
 			/* a killed replay must not leave ranks writing behind it */
 			if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() == 1)
 				_exit(1);
+			if (replay_opts.mlp)
+				replay_mlp_rank(r);
 			replay_rank_main(r);
 		}
 	}

@@ -40,6 +40,15 @@ struct opts {
 	bool probe_read_only;
 	double compute;	   /* seconds of forward+backward compute per step (--compute) */
 	const char *trace; /* --trace FILE: one line per transfer and Adam pass */
+	/* --mlp: MLP-Offload's in-application scheme (replay_mlp.c) */
+	bool mlp;
+	const char *dir2;   /* its second path */
+	uint64_t dir2_cap;  /* bytes/s each way on dir2, paced by the replay; 0: none */
+	int mlp_ratio;	    /* sub-group i on the minor path when i % ratio == 0; 0: auto */
+	int mlp_minor;	    /* the minor path: 0 --dir, 1 --dir2 */
+	int mlp_keep;	    /* sub-groups kept in host buffers across steps; -1: from host_ram */
+	uint64_t host_ram;  /* host RAM budget of all ranks (kept buffers + bf16 gradients) */
+	double path_bps[2]; /* the two paths' bandwidths, for the auto ratio */
 };
 
 struct subgroup {
@@ -118,6 +127,23 @@ void *replay_xalloc(uint64_t bytes);
 void *replay_xfer_main(void *arg);
 int replay_xfer_start(struct xfer *x);
 int replay_xfer_join(struct xfer *x);
+
+/* Set by --mlp: requests to files for which replay_pace_of() is non-zero
+ * wait in replay_pace() before dispatch (the second path's cap). */
+extern int (*replay_pace_of)(const char *path);
+extern void (*replay_pace)(const char *path, bool write, uint64_t len);
+
+/* replay_mlp.c: --mlp; the setup runs before the ranks fork, the rank
+ * main in each rank's process and ends it (_exit) */
+int replay_mlp_setup(void);
+void replay_mlp_rank(int rank);
+int replay_mlp_selftest(void);
+int mlp_path_of(int sg, int ratio, int minor);
+void mlp_order(int step, int nsg, int *order);
+double mlp_step_io_s(int nsg, const uint64_t *sg_bytes, int keep, int ratio, int minor,
+		     const double bps[2]);
+int mlp_best_ratio(int nsg, const uint64_t *sg_bytes, int keep, const double bps[2], int *minor);
+uint16_t mlp_to_bf16(float f);
 
 /* replay_rank.c: runs in the rank's child process and ends it (_exit) */
 void replay_rank_main(int rank);

@@ -24,6 +24,8 @@
 #include "replay.h"
 
 int replay_trace_fd = -1;
+int (*replay_pace_of)(const char *path);
+void (*replay_pace)(const char *path, bool write, uint64_t len);
 
 double replay_now(void)
 {
@@ -57,9 +59,12 @@ void replay_trace(int rank, int step, char what, int sg, double t0, double t1, d
 int replay_run_batch(io_context_t ctx, struct iojob *jobs, int n, bool write)
 {
 	int fds[MAX_FILES_PER_BATCH];
+	bool paced[MAX_FILES_PER_BATCH];
 	int rc = 0;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		fds[i] = -1;
+		paced[i] = replay_pace_of && replay_pace_of(jobs[i].path);
+	}
 	for (int i = 0; i < n; i++) {
 		if (!write) {
 			/* DeepSpeed checks the size with stat() before every read. */
@@ -104,6 +109,8 @@ int replay_run_batch(io_context_t ctx, struct iojob *jobs, int n, bool write)
 			uint64_t len = jobs[cur].bytes - off < replay_opts.req
 					   ? jobs[cur].bytes - off
 					   : replay_opts.req;
+			if (paced[cur])
+				replay_pace(jobs[cur].path, write, len);
 			int slot = freelist[--nfree];
 			struct iocb *cb = &cbs[slot];
 			if (write)

@@ -31,16 +31,28 @@ int replay_report(void)
 			"{\"dir\": \"%s\", \"state_bytes\": %" PRIu64 ", \"grad_bytes\": %" PRIu64
 			", \"ranks\": %d, \"subgroups_per_rank\": %d, \"subgroup_params\": %" PRIu64
 			", \"grad_files\": %d, \"pipeline\": %s, \"schedule\": \"%s\", "
-			"\"queue_depth\": %d, \"request_bytes\": %zu, \"compute_s\": %.3f, "
-			"\"steps\": [",
+			"\"queue_depth\": %d, \"request_bytes\": %zu, \"compute_s\": %.3f, ",
 			replay_opts.dir, replay_rank_params * 12 * replay_opts.ranks,
 			replay_rank_params * 4 * replay_opts.ranks, replay_opts.ranks, replay_nsg,
 			replay_opts.sg_params, replay_opts.grad_files,
 			replay_opts.pipeline ? "true" : "false",
-			!replay_opts.pipeline  ? "serial"
-			: replay_opts.lockstep ? "lockstep"
-					       : "deepspeed",
+			replay_opts.mlp		? "mlp"
+			: !replay_opts.pipeline ? "serial"
+			: replay_opts.lockstep	? "lockstep"
+						: "deepspeed",
 			replay_opts.qd, replay_opts.req, replay_opts.compute);
+		if (replay_opts.mlp)
+			fprintf(j,
+				"\"mlp\": {\"ratio\": %d, \"minor_path\": \"%s\", \"keep\": %d, "
+				"\"dir2\": \"%s\", \"dir2_cap_Bps\": %" PRIu64
+				", \"host_ram_bytes\": %" PRIu64
+				", \"path_Bps\": [%.0f, %.0f], \"gradients\": \"bf16 in host "
+				"memory\"}, ",
+				replay_opts.mlp_ratio, replay_opts.mlp_minor ? "dir2" : "dir",
+				replay_opts.mlp_keep, replay_opts.dir2 ? replay_opts.dir2 : "",
+				replay_opts.dir2_cap, replay_opts.host_ram, replay_opts.path_bps[0],
+				replay_opts.path_bps[1]);
+		fprintf(j, "\"steps\": [");
 	}
 	for (int s = 0; s <= replay_opts.steps; s++) {
 		double b0 = 1e300, b1 = 0, u0 = 1e300, u1 = 0, bio = 0, cpu = 0;
