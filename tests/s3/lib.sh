@@ -172,7 +172,8 @@ proxy_stop() {
 
 # s3_conf BLOCK_SIZE RAM [LINE...]: [mount] and RAM tier, then an s3 tier
 # "s3" on S3_ENDPOINT (or $S3_CONF_ENDPOINT, e.g. the proxy), bucket
-# $S3_BUCKET, prefix $S3_PREFIX (default t/), then each LINE (more
+# $S3_BUCKET, prefix $S3_PREFIX (default t/), the lines of $S3_TIER_EXTRA
+# (more keys of that tier), then each LINE (more
 # sections, and a [policy] if the test wants another stripe than s3 alone).
 s3_conf() {
 	local bs=$1 ram=$2 l
@@ -187,7 +188,7 @@ bucket = $S3_BUCKET
 prefix = ${S3_PREFIX:-t/}
 region = $S3_REGION
 capacity = ${S3_CAPACITY:-4G}
-
+${S3_TIER_EXTRA:-}
 CONF
 	for l in "$@"; do echo "$l"; done
 	case "$*" in *"[policy]"*) ;; *) printf '[policy]\nstripe = s3\n' ;; esac
