@@ -192,21 +192,28 @@ int ctl_list(struct fs *fs, uint64_t ino,
 	return rc;
 }
 
+static const char *kind_name(enum tier_kind k)
+{
+	return k == TIER_RAM ? "ram" : k == TIER_S3 ? "s3" : "posix";
+}
+
 int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 {
 	struct strbuf sb = {0};
 	for (int i = 0; i < fs->conf.ntiers; i++) {
 		struct tier_stats s;
 		uint64_t used, total;
+		char extra[512];
 		tier_get_stats(fs->tiers[i], &s);
+		tier_stats_extra(fs->tiers[i], extra, sizeof(extra));
 		fs_tier_slots(fs, i, &used, &total);
 		strbuf_printf(
 		    &sb,
 		    "tier %s type=%s persistent=%s blocks=%llu capacity_blocks=%llu "
 		    "reads=%llu bytes_read=%llu writes=%llu bytes_written=%llu "
 		    "errors=%llu checksum_errors=%llu bw_read=%llu bw_write=%llu "
-		    "busy_read_ms=%llu busy_write_ms=%llu io_read_ms=%llu io_write_ms=%llu\n",
-		    fs->conf.tiers[i].name, tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
+		    "busy_read_ms=%llu busy_write_ms=%llu io_read_ms=%llu io_write_ms=%llu%s\n",
+		    fs->conf.tiers[i].name, kind_name(tier_kind(fs->tiers[i])),
 		    tier_persistent(fs->tiers[i]) ? "yes" : "no", (unsigned long long)used,
 		    (unsigned long long)total, (unsigned long long)s.reads,
 		    (unsigned long long)s.bytes_read, (unsigned long long)s.writes,
@@ -216,7 +223,7 @@ int ctl_stats_text(struct fs *fs, char **out, size_t *outlen)
 		    (unsigned long long)(s.busy_ns[TIER_OP_READ] / 1000000),
 		    (unsigned long long)(s.busy_ns[TIER_OP_WRITE] / 1000000),
 		    (unsigned long long)(s.read_ns / 1000000),
-		    (unsigned long long)(s.write_ns / 1000000));
+		    (unsigned long long)(s.write_ns / 1000000), extra);
 	}
 	tfs_lock(&fs->lock);
 	uint64_t cached = fs->cache.ncached, dirty = fs->cache.ndirty, pinned = fs->cache.npinned;

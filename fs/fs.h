@@ -183,7 +183,10 @@ struct fs {
 	uint32_t bs;						    /* block size */
 	struct fuse_session *se;
 	bool cache_up; /* cache_init done: unmount writes back */
-	bool noatime;  /* -o noatime: reads leave atime (else relatime) */
+	/* A tier failed to open (a missing directory, an s3 store that cannot
+	 * be reached...): the daemon exits 2, as for a bad config. */
+	bool tier_open_failed;
+	bool noatime; /* -o noatime: reads leave atime (else relatime) */
 
 	/* The one mutex of the data path (fs/lock.h), and the condition that
 	 * announces any change of an entry's or inode's state. */

@@ -357,8 +357,9 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "tierfs: %s: cannot start: %s\n", conf_path, strerror(-rc));
 		fs_unmount_finish(&fs);
-		detach_end(1);
-		return 1;
+		int status = fs.tier_open_failed ? 2 : 1;
+		detach_end(status);
+		return status;
 	}
 
 	char *fargv[] = {argv[0], "-o", opts, debug ? "-d" : NULL, NULL};

@@ -77,10 +77,13 @@ static int open_tiers(struct fs *fs)
 		    .queue_depth = ct->queue_depth,
 		    .slab_size = ct->slab_size,
 		    .max_bandwidth = {ct->max_bandwidth_read, ct->max_bandwidth_write},
+		    .s3 = ct->kind == TIER_S3 ? &ct->s3 : NULL,
 		};
 		int rc = tier_open(&p, &fs->tiers[i]);
-		if (rc)
+		if (rc) {
+			fs->tier_open_failed = true;
 			return rc;
+		}
 	}
 	return 0;
 }
@@ -346,6 +349,9 @@ int fs_mount_prepare(struct fs *fs)
 	if ((rc = init_super(fs)) || (rc = open_tiers(fs)) || (rc = remove_doomed(fs)) ||
 	    (rc = reserve_slots(fs)))
 		return rc;
+	/* Every slot the block maps use is marked: what no map names may go. */
+	for (int i = 0; i < fs->conf.ntiers; i++)
+		tier_mounted(fs->tiers[i]);
 	if (fs->conf.nstripe && ((rc = calibrate(fs)) || (rc = build_stripe(fs))))
 		return rc;
 	if ((rc = cache_init(fs)))

@@ -109,7 +109,9 @@ static int tierfs_attr(struct fs *fs, uint64_t ino, const char *name, struct str
 			uint64_t used, total;
 			fs_tier_slots(fs, i, &used, &total);
 			strbuf_printf(s, "%s %s %llu %llu\n", fs->conf.tiers[i].name,
-				      tier_kind(fs->tiers[i]) == TIER_RAM ? "ram" : "posix",
+				      tier_kind(fs->tiers[i]) == TIER_RAM  ? "ram"
+				      : tier_kind(fs->tiers[i]) == TIER_S3 ? "s3"
+									   : "posix",
 				      (unsigned long long)used * fs->bs,
 				      (unsigned long long)total * fs->bs);
 		}

@@ -38,8 +38,9 @@ struct conf_tier {
 	 * _write keys one direction each (each direction its own, as io.max) */
 	uint64_t max_bandwidth_read;
 	uint64_t max_bandwidth_write;
-	bool implicit; /* ram cache synthesized when the file names none */
-	int line;      /* line of the [tier NAME] header */
+	struct tier_s3_params s3; /* s3 tiers: where and how (s3keys.c) */
+	bool implicit;		  /* ram cache synthesized when the file names none */
+	int line;		  /* line of the [tier NAME] header */
 };
 
 struct conf_rule {
@@ -77,7 +78,7 @@ struct config {
 
 	/* [policy] */
 	int nstripe;
-	int stripe[CONF_MAX_TIERS]; /* tier indexes; default: every persistent posix tier */
+	int stripe[CONF_MAX_TIERS]; /* tier indexes; default: every posix and s3 tier */
 	bool learn;		    /* learn the access order, default yes */
 
 	/* [expert] (also read in [policy], their old place) */

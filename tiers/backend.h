@@ -34,10 +34,18 @@ struct tier_backend {
 	 * now, -ENOSPC sends the block to another tier) and tier_reserve (the
 	 * slot holds a block already), off the I/O path. 0 or -errno. */
 	int (*prepare_slot)(struct tier *t, uint64_t slot, bool need_space);
+	/* Optional: SLOT is about to be freed (called before the bitmap lets
+	 * it go, so a later tier_alloc of it comes after this). */
+	void (*free_slot)(struct tier *t, uint64_t slot);
+	/* Optional: see tier_mounted. */
+	void (*mounted)(struct tier *t);
+	/* Optional: see tier_stats_extra. */
+	void (*stats_extra)(const struct tier *t, char *buf, size_t len);
 };
 
 extern const struct tier_backend tier_ram_backend;
 extern const struct tier_backend tier_posix_backend;
+extern const struct tier_backend tier_s3_backend;
 
 struct tier {
 	/* Immutable after tier_open. */

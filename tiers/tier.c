@@ -156,6 +156,8 @@ static const struct tier_backend *backend_for(enum tier_kind kind)
 		return &tier_ram_backend;
 	case TIER_POSIX:
 		return &tier_posix_backend;
+	case TIER_S3:
+		return &tier_s3_backend;
 	}
 	return NULL;
 }
@@ -464,6 +466,8 @@ int64_t tier_alloc(struct tier *t)
 
 void tier_free(struct tier *t, uint64_t slot)
 {
+	if (t->be->free_slot && slot < t->slots_total)
+		t->be->free_slot(t, slot);
 	int rc = bitmap_free(&t->slots, slot);
 	if (rc == -ERANGE)
 		tier_log(t, "slot %" PRIu64 ": freed, but beyond the %" PRIu64 " slots", slot,
@@ -483,6 +487,20 @@ int tier_reserve(struct tier *t, uint64_t slot)
 			bitmap_free(&t->slots, slot);
 	}
 	return rc;
+}
+
+void tier_mounted(struct tier *t)
+{
+	if (t->be->mounted)
+		t->be->mounted(t);
+}
+
+void tier_stats_extra(const struct tier *t, char *buf, size_t len)
+{
+	if (len)
+		buf[0] = '\0';
+	if (t->be->stats_extra)
+		t->be->stats_extra(t, buf, len);
 }
 
 uint64_t tier_slots_total(const struct tier *t)

@@ -31,6 +31,7 @@
 enum tier_kind {
 	TIER_RAM = 0,
 	TIER_POSIX = 1,
+	TIER_S3 = 2,
 };
 
 enum tier_op {
@@ -84,18 +85,37 @@ static inline unsigned tier_io_dir(const struct tier_io *io)
 	return io->op == TIER_OP_WRITE ? TIER_OP_WRITE : TIER_OP_READ;
 }
 
+/* TIER_S3: where the objects go and how to reach them (tiers/s3*.c;
+ * docs/s3.md says what each is for). Strings are NUL-terminated. */
+struct tier_s3_params {
+	char endpoint[512]; /* scheme://host[:port] */
+	char bucket[256];
+	char prefix[512];	     /* this node's keys begin with it */
+	char region[64];	     /* default us-east-1 */
+	char credentials_file[4096]; /* "" = the environment */
+	char profile[128];	     /* default "default" */
+	bool tls_verify;	     /* verify the server's certificate (https) */
+	bool virtual_host;	     /* bucket.host/key instead of host/bucket/key */
+	unsigned retries;	     /* attempts per request, >= 1 */
+	unsigned retry_time_ms;	     /* give up retrying a request after this long */
+	unsigned request_timeout_ms; /* one attempt */
+	unsigned connect_timeout_ms;
+	unsigned lease_timeout_ms; /* a lease not renewed for this long is stale */
+};
+
 struct tier_params {
 	const char *name;
 	enum tier_kind kind;
-	const char *path;	   /* TIER_POSIX: the directory holding slab files */
-	uint64_t capacity;	   /* bytes; rounded down to whole blocks */
-	uint32_t block_size;	   /* bytes, power of two, >= 4096 */
-	bool persistent;	   /* survives unmount (ram: never) */
-	int direct;		   /* TIER_POSIX: -1 auto, 0 buffered, 1 O_DIRECT required */
-	unsigned queue_depth;	   /* in-flight I/O bound, >= 1 */
-	uint64_t slab_size;	   /* TIER_POSIX: bytes per slab file (0 = default 1 GiB) */
-	uint64_t max_bandwidth[2]; /* bytes/s cap per enum tier_op, 0 = none */
-	uint64_t extra_slots;	   /* slots beyond the capacity, for the caller's own use */
+	const char *path;		 /* TIER_POSIX: the directory holding slab files */
+	uint64_t capacity;		 /* bytes; rounded down to whole blocks */
+	uint32_t block_size;		 /* bytes, power of two, >= 4096 */
+	bool persistent;		 /* survives unmount (ram: never) */
+	int direct;			 /* TIER_POSIX: -1 auto, 0 buffered, 1 O_DIRECT required */
+	unsigned queue_depth;		 /* in-flight I/O bound, >= 1 */
+	uint64_t slab_size;		 /* TIER_POSIX: bytes per slab file (0 = default 1 GiB) */
+	uint64_t max_bandwidth[2];	 /* bytes/s cap per enum tier_op, 0 = none */
+	uint64_t extra_slots;		 /* slots beyond the capacity, for the caller's own use */
+	const struct tier_s3_params *s3; /* TIER_S3 only */
 };
 
 /* Counters; updated atomically by the tier layer, read by anyone. */
@@ -131,6 +151,16 @@ int tier_rw(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot,
 /* Make every write that has completed so far durable (fdatasync on posix;
  * a no-op on RAM). Returns 0 or -errno. */
 int tier_sync(struct tier *t);
+
+/* The caller has reserved (tier_reserve) every slot its block maps use:
+ * background work that needs the complete slot map may start (s3: deleting
+ * the objects no slot names). Call once, after mount-time reserves. */
+void tier_mounted(struct tier *t);
+
+/* One line of backend-specific counters (s3: requests, retries, errors by
+ * class, latency percentiles) as " key=value..." into BUF, or "" where the
+ * backend has none. */
+void tier_stats_extra(const struct tier *t, char *buf, size_t len);
 
 /* Slot allocation (a bitmap; thread-safe). tier_alloc returns a free slot
  * or -ENOSPC. tier_reserve marks a slot used while loading the block map at

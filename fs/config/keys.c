@@ -60,6 +60,7 @@ void config_set_defaults(struct config *c)
 		/* 0: the tier keeps the slab size it was formatted with (a
 		 * new one gets 1G), so the key can be left out once set. */
 		t->slab_size = 0;
+		config_s3_defaults(&t->s3);
 	}
 }
 
@@ -187,6 +188,8 @@ void config_key_tier(struct config_parse *p, const char *name, const char *v)
 	struct config_tier_extra *tx = &p->tx[p->idx];
 	uint64_t x;
 	bool b;
+	if (config_key_s3(p, name, v))
+		return;
 	int k = key_begin(p, config_tier_keys, TK_N, tx->kline, name);
 
 	switch (k) {
@@ -196,10 +199,10 @@ void config_key_tier(struct config_parse *p, const char *name, const char *v)
 		else if (!strcmp(v, "posix"))
 			t->kind = TIER_POSIX;
 		else if (!strcmp(v, "s3"))
-			config_key_error(p, p->line, name, "tier type 's3' is not supported yet");
+			t->kind = TIER_S3;
 		else
-			config_key_error(p, p->line, name, "'%s' is not a tier type (ram or posix)",
-					 v);
+			config_key_error(p, p->line, name,
+					 "'%s' is not a tier type (ram, posix or s3)", v);
 		break;
 	case TK_PATH: {
 		struct stat st;

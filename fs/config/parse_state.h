@@ -78,9 +78,29 @@ extern const char *const config_expert_keys[XK_N];
 
 enum rule_key { RK_MATCH, RK_TIER, RK_PERSISTENT, RK_N };
 
+/* The keys of an s3 tier (s3keys.c). */
+enum s3_key {
+	S3K_ENDPOINT,
+	S3K_BUCKET,
+	S3K_PREFIX,
+	S3K_REGION,
+	S3K_CREDS,
+	S3K_PROFILE,
+	S3K_TLS_VERIFY,
+	S3K_ADDRESSING,
+	S3K_RETRIES,
+	S3K_RETRY_TIME,
+	S3K_REQ_TIMEOUT,
+	S3K_CONN_TIMEOUT,
+	S3K_LEASE_TIMEOUT,
+	S3K_N
+};
+extern const char *const config_s3_keys[S3K_N];
+
 struct config_tier_extra {
 	int kline[TK_N]; /* line of each key, 0 = not given */
-	bool bw_auto;	 /* bandwidth = auto */
+	int s3kline[S3K_N];
+	bool bw_auto; /* bandwidth = auto */
 	uint64_t bw, bw_read, bw_write;
 	uint64_t max_bw, max_bw_read, max_bw_write; /* 0 = none */
 	dev_t dev; /* posix: identity of the directory, to catch duplicates */
@@ -140,6 +160,11 @@ void config_set_defaults(struct config *c);
 int config_key_index(const char *const *keys, int n, const char *name);
 void config_key_mount(struct config_parse *p, const char *name, const char *v);
 void config_key_tier(struct config_parse *p, const char *name, const char *v);
+/* An s3 key (true: handled, error recorded if bad); false: not an s3 key. */
+bool config_key_s3(struct config_parse *p, const char *name, const char *v);
+void config_s3_defaults(struct tier_s3_params *s);
+/* The checks of tier I's finished section that concern s3 keys. */
+void config_finish_s3(struct config_parse *p, int i);
 void config_key_policy(struct config_parse *p, const char *name, const char *v);
 
 /* expert.c: take a key of [expert]; take one of its keys given under its

@@ -29,11 +29,14 @@ void config_finish_tiers(struct config_parse *p)
 		snprintf(sect, sizeof(sect), "tier %s", t->name);
 		if (!tx->kline[TK_TYPE]) {
 			config_sect_error(p, t->line, sect,
-					  "missing required key 'type' (ram or posix)");
+					  "missing required key 'type' (ram, posix or s3)");
 			return;
 		}
 		if (!tx->kline[TK_PERSISTENT])
-			t->persistent = t->kind == TIER_POSIX;
+			t->persistent = t->kind != TIER_RAM;
+		config_finish_s3(p, i);
+		if (p->failed)
+			return;
 		/* A specific direction overrides "bandwidth", in either order. */
 		t->bandwidth_read = tx->kline[TK_BW_READ] ? tx->bw_read : tx->bw;
 		t->bandwidth_write = tx->kline[TK_BW_WRITE] ? tx->bw_write : tx->bw;
@@ -70,6 +73,8 @@ void config_finish_tiers(struct config_parse *p)
 				return;
 			}
 			c->ram_tier = i;
+		} else if (t->kind == TIER_S3) {
+			/* config_finish_s3 checked it. */
 		} else {
 			if (!tx->kline[TK_PATH]) {
 				config_sect_error(
@@ -204,7 +209,7 @@ void config_finish_policy(struct config_parse *p)
 	c->nstripe = 0;
 	if (!p->pkline[PK_STRIPE]) {
 		for (int i = 0; i < c->ntiers; i++)
-			if (c->tiers[i].kind == TIER_POSIX)
+			if (c->tiers[i].kind != TIER_RAM)
 				c->stripe[c->nstripe++] = i;
 		return;
 	}

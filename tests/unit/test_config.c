@@ -108,6 +108,45 @@ static int teardown(void **state)
 
 /* A posix tier on lines 1-3, the ram tier implicit. */
 #define POSIX_A "[tier a]\ntype = posix\npath = @D@/a\n"
+#define S3_A	"[tier s]\ntype = s3\nendpoint = http://127.0.0.1:8333\nbucket = bk1\ncapacity = 1G\n"
+
+/* An s3 tier's keys, and the defaults of those left out. */
+static void test_s3_keys(void **state)
+{
+	(void)state;
+	int rc = load("[mount]\nmetadata = /m\n" S3_A "prefix = node0/\nregion = eu-west-1\n"
+		      "credentials_file = ~/.aws/credentials\nprofile = train\ntls_verify = no\n"
+		      "addressing = virtual\nretries = 3\nretry_time = 2.5\n"
+		      "request_timeout = 30\nconnect_timeout = 0.5\nlease_timeout = 20\n"
+		      "[tier t]\ntype = s3\nendpoint = https://s3.example.com\nbucket = bk2\n"
+		      "capacity = 2G\n");
+	if (rc)
+		fail_msg("%s", err);
+	const struct conf_tier *s = &cfg.tiers[0], *t = &cfg.tiers[1];
+	assert_int_equal(s->kind, TIER_S3);
+	assert_true(s->persistent);
+	assert_string_equal(s->s3.endpoint, "http://127.0.0.1:8333");
+	assert_string_equal(s->s3.bucket, "bk1");
+	assert_string_equal(s->s3.prefix, "node0/");
+	assert_string_equal(s->s3.region, "eu-west-1");
+	assert_string_equal(s->s3.credentials_file, "~/.aws/credentials");
+	assert_string_equal(s->s3.profile, "train");
+	assert_false(s->s3.tls_verify);
+	assert_true(s->s3.virtual_host);
+	assert_int_equal(s->s3.retries, 3);
+	assert_int_equal(s->s3.retry_time_ms, 2500);
+	assert_int_equal(s->s3.request_timeout_ms, 30000);
+	assert_int_equal(s->s3.connect_timeout_ms, 500);
+	assert_int_equal(s->s3.lease_timeout_ms, 20000);
+	assert_string_equal(t->s3.region, "us-east-1");
+	assert_string_equal(t->s3.profile, "default");
+	assert_string_equal(t->s3.prefix, "");
+	assert_true(t->s3.tls_verify);
+	assert_false(t->s3.virtual_host);
+	assert_true(t->s3.retries > 1);
+	/* Both s3 tiers are striped over by default. */
+	assert_int_equal(cfg.nstripe, 2);
+}
 
 static void test_all_keys(void **state)
 {
@@ -649,6 +688,18 @@ static void test_example_local(void **state)
 	assert_int_equal(cfg.nstripe, 1);
 }
 
+static void test_example_s3(void **state)
+{
+	(void)state;
+	load_example("ram-nvme-s3.conf");
+	assert_int_equal(cfg.ntiers, 3);
+	assert_int_equal(cfg.nstripe, 2);
+	const struct conf_tier *s = &cfg.tiers[config_tier_index(&cfg, "s3")];
+	assert_int_equal(s->kind, TIER_S3);
+	assert_string_equal(s->s3.prefix, "node0/");
+	assert_int_equal(s->queue_depth, 32);
+}
+
 static void test_example_ram_only(void **state)
 {
 	(void)state;
@@ -675,7 +726,7 @@ static const struct bad bads[] = {
     {"[tier r]\ntype = ram\ncapacity = -1G\n", 3, "key 'capacity'", "not a size"},
     {POSIX_A "[mount]\nblock_size = 3000\n", 5, "key 'block_size'", "power of two"},
     {POSIX_A "[mount]\nblock_size = 128M\n", 5, "key 'block_size'", "power of two"},
-    {"[tier s]\ntype = s3\n", 2, "key 'type'", "tier type 's3' is not supported yet"},
+    {"[tier s]\ntype = s3\n", 1, "section [tier s]", "missing required key 'endpoint'"},
     {"[tier d]\ntype = posix\npath = @D@/nope\n", 3, "key 'path'",
      "/nope: No such file or directory"},
     {"[tier d]\ntype = posix\npath = @D@/file\n", 3, "key 'path'", "/file: Not a directory"},
@@ -751,6 +802,21 @@ static const struct bad bads[] = {
     {POSIX_A "[rule a]\nmatch = x\ntier = a\n[rule a]\n", 7, "section [rule a]", "duplicate"},
     {POSIX_A "[rule z]\nmatch = dir/*.swp\ntier = a\n", 5, "key 'match'", "'/'"},
     {POSIX_A "[tier b]\ntype = posix\npath = @D@/a/.\n", 6, "key 'path'", "same directory"},
+    {"[tier s]\ntype = s3\nendpoint = ftp://h\n", 3, "key 'endpoint'", "http://"},
+    {"[tier s]\ntype = s3\nendpoint = http://h\nbucket = No_Such\n", 4, "key 'bucket'",
+     "not a bucket name"},
+    {"[tier s]\ntype = s3\nendpoint = http://h\n", 1, "section [tier s]",
+     "missing required key 'bucket'"},
+    {"[tier s]\ntype = s3\nendpoint = http://h\nbucket = bk1\n", 1, "section [tier s]",
+     "missing required key 'capacity'"},
+    {S3_A "path = @D@/a\n", 6, "key 'path'", "only posix tiers have a path"},
+    {POSIX_A "bucket = bk1\n", 4, "key 'bucket'", "only s3 tiers have a bucket"},
+    {S3_A "retries = 0\n", 6, "key 'retries'", "1 to 100"},
+    {S3_A "addressing = dns\n", 6, "key 'addressing'", "path or virtual"},
+    {S3_A "prefix = /x/\n", 6, "key 'prefix'", "must not start with '/'"},
+    {S3_A "credentials_file = creds\n", 6, "key 'credentials_file'", "absolute path"},
+    {S3_A "region = a\nregion = b\n", 7, "key 'region'", "given twice"},
+    {S3_A "persistent = no\n", 6, "key 'persistent'", "always persistent"},
 };
 
 static void test_bad(void **state)
@@ -777,11 +843,12 @@ int main(void)
 {
 	enum { NBAD = sizeof(bads) / sizeof(bads[0]) };
 	static char names[NBAD][48];
-	struct CMUnitTest tests[16 + NBAD];
+	struct CMUnitTest tests[24 + NBAD];
 	size_t n = 0;
 
 #define T(f) tests[n++] = (struct CMUnitTest)cmocka_unit_test(f)
 	T(test_all_keys);
+	T(test_s3_keys);
 	T(test_defaults_implicit_ram);
 	T(test_ram_only);
 	T(test_gap_plan_values);
@@ -795,6 +862,7 @@ int main(void)
 	T(test_example_deepspeed);
 	T(test_example_local);
 	T(test_example_ram_only);
+	T(test_example_s3);
 	for (size_t i = 0; i < NBAD; i++) {
 		snprintf(names[i], sizeof(names[i]), "test_bad_%02zu_line%d", i, bads[i].line);
 		tests[n] = (struct CMUnitTest){names[i], test_bad, NULL, NULL, (void *)&bads[i]};
