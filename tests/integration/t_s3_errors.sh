@@ -36,6 +36,7 @@ refused() {
 	check "$name: the message says which ($re)" grep -qiE "$re" "$T/refused.log"
 }
 
+S3_PREFIX=t/
 s3_conf 1M 64M >"$T/c.conf"
 refused "wrong secret key" "SignatureDoesNotMatch|credential|signature" "$T/c.conf" \
 	AWS_SECRET_ACCESS_KEY=wrong-secret-Zq8Xw

@@ -10,6 +10,7 @@ from $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY, region $S3_REGION)
   ls BUCKET [PREFIX]    one line per object: "SIZE KEY", sorted by key
   get BUCKET KEY        the object's bytes on stdout
   put BUCKET KEY FILE   store FILE's bytes (- for stdin) as KEY
+  putmany BUCKET FILE KEY...  store FILE's bytes under each KEY
   rm BUCKET KEY         delete KEY
 Exit status 0, or 1 with the error on stderr.
 """
@@ -92,6 +93,14 @@ def cmd_put(args):
     return 0
 
 
+def cmd_putmany(args):
+    data = open(args[1], "rb").read()
+    c = client(retries=3)
+    for k in args[2:]:
+        c.put_object(Bucket=args[0], Key=k, Body=data)
+    return 0
+
+
 def cmd_rm(args):
     client(retries=3).delete_object(Bucket=args[0], Key=args[1])
     return 0
@@ -99,7 +108,7 @@ def cmd_rm(args):
 
 def main():
     cmds = {"wait": cmd_wait, "mkbucket": cmd_mkbucket, "ls": cmd_ls, "get": cmd_get,
-            "put": cmd_put, "rm": cmd_rm}
+            "put": cmd_put, "putmany": cmd_putmany, "rm": cmd_rm}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         print(__doc__, file=sys.stderr)
         return 2
