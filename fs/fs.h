@@ -44,7 +44,10 @@ struct blk {
 	 * (META_B_UNWRITTEN). Means something only while csum is 0: see
 	 * fs_blk_unwritten. */
 	bool unwritten;
-	uint32_t pages; /* meta_block.pages of the durable copy: 0, the whole block */
+	/* meta_block.pages and .stored of the durable copy (blocks of at most
+	 * 64 MiB: 16 bits hold either) */
+	uint16_t pages;
+	uint16_t stored;
 	uint64_t slot;
 	uint64_t csum;
 	struct centry *ce; /* cached copy or NULL */

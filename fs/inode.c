@@ -256,7 +256,8 @@ static int load_block(uint64_t idx, const struct meta_block *b, void *arg)
 	r->slot = b->slot;
 	r->unwritten = b->flags & META_B_UNWRITTEN;
 	r->csum = r->unwritten ? 0 : b->csum;
-	r->pages = b->pages;
+	r->pages = (uint16_t)b->pages;
+	r->stored = (uint16_t)b->stored;
 	return 0;
 }
 

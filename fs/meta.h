@@ -77,7 +77,14 @@ struct meta_block {
 	uint32_t pages;
 	uint64_t slot;
 	uint64_t csum;
+	/* The bytes the block takes on its tier, in TIER_IO_ALIGN units, where
+	 * the tier's codec stored it as a frame (tier_io.stored_len); 0, as
+	 * it is. Records without it (META_BLOCK_V1_SIZE bytes: every daemon
+	 * before the codec, and any record whose stored is 0) read as 0. */
+	uint32_t stored;
+	uint32_t reserved; /* 0 */
 };
+#define META_BLOCK_V1_SIZE 24u
 
 /* Open or create the environment in DIR (created if missing). */
 int meta_open(const char *dir, struct meta **out);

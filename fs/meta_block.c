@@ -2,6 +2,10 @@
  * fs/meta_block.c — the per-file block maps in the store: for each (inode,
  * block index), the tier, slot, checksum and written extent of the block
  * (struct meta_block), walked in index order per file or across all files.
+ *
+ * A record is stored in its short form (META_BLOCK_V1_SIZE bytes, without
+ * the stored length) whenever the stored length is 0, so a mount that uses
+ * no codec keeps records that daemons from before the codec can read.
  */
 #include "fs/meta_int.h"
 
@@ -17,6 +21,16 @@ static void block_key(unsigned char kb[16], uint64_t ino, uint64_t idx)
 	meta_put_be64(kb + 8, idx);
 }
 
+/* A stored record into *OUT: false if its size is neither form's. */
+static bool block_decode(const MDB_val *v, struct meta_block *out)
+{
+	if (v->mv_size != sizeof(*out) && v->mv_size != META_BLOCK_V1_SIZE)
+		return false;
+	memset(out, 0, sizeof(*out));
+	memcpy(out, v->mv_data, v->mv_size);
+	return true;
+}
+
 int meta_block_get(struct meta_txn *t, uint64_t ino, uint64_t idx, struct meta_block *out)
 {
 	unsigned char kb[16];
@@ -25,13 +39,13 @@ int meta_block_get(struct meta_txn *t, uint64_t ino, uint64_t idx, struct meta_b
 	int rc = meta_db_get(t, META_DB_BLOCKS, &k, &v, "block get");
 	if (rc)
 		return rc;
-	if (v.mv_size != sizeof(*out)) {
-		fprintf(stderr, "tierfs: meta %s: block %llu/%llu: record of %zu bytes, want %zu\n",
+	if (!block_decode(&v, out)) {
+		fprintf(stderr,
+			"tierfs: meta %s: block %llu/%llu: record of %zu bytes, want %u or %zu\n",
 			t->m->dir, (unsigned long long)ino, (unsigned long long)idx, v.mv_size,
-			sizeof(*out));
+			META_BLOCK_V1_SIZE, sizeof(*out));
 		return -EIO;
 	}
-	memcpy(out, v.mv_data, sizeof(*out));
 	return 0;
 }
 
@@ -40,7 +54,8 @@ int meta_block_put(struct meta_txn *t, uint64_t ino, uint64_t idx, const struct 
 	unsigned char kb[16];
 	block_key(kb, ino, idx);
 	MDB_val k = {.mv_size = 16, .mv_data = kb};
-	MDB_val v = {.mv_size = sizeof(*b), .mv_data = (void *)b};
+	MDB_val v = {.mv_size = b->stored || b->reserved ? sizeof(*b) : META_BLOCK_V1_SIZE,
+		     .mv_data = (void *)b};
 	return meta_db_put(t, META_DB_BLOCKS, &k, &v, 0, "block put");
 }
 
@@ -66,13 +81,12 @@ static int block_walk(struct meta_txn *t, const unsigned char kb[16], bool one_i
 	int ret = meta_seek_prefix(t, c, kb, one_ino ? 8 : 0, 16, &k, &v, "block iter");
 	while (ret == 1) {
 		struct meta_block b;
-		if (k.mv_size != 16 || v.mv_size != sizeof(b)) {
+		if (k.mv_size != 16 || !block_decode(&v, &b)) {
 			fprintf(stderr, "tierfs: meta %s: blocks: bad record (%zu/%zu bytes)\n",
 				t->m->dir, k.mv_size, v.mv_size);
 			ret = -EIO;
 			break;
 		}
-		memcpy(&b, v.mv_data, sizeof(b));
 		const unsigned char *p = k.mv_data;
 		if ((ret = fn(meta_get_be64(p), meta_get_be64(p + 8), &b, arg)) != 0)
 			break;

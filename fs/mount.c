@@ -64,6 +64,9 @@ static int open_tiers(struct fs *fs)
 	for (int i = 0; i < fs->conf.ntiers; i++) {
 		const struct conf_tier *ct = &fs->conf.tiers[i];
 		struct tier_params p = {
+		    .codec = {.compress = ct->compress,
+			      .cipher = ct->encrypt,
+			      .key_file = ct->key_file[0] ? ct->key_file : NULL},
 		    .name = ct->name,
 		    .kind = ct->kind,
 		    .path = ct->kind == TIER_POSIX ? ct->path : NULL,

@@ -22,6 +22,12 @@
 enum conf_gap_plan { CONF_GAP_NO, CONF_GAP_YES, CONF_GAP_AUTO };
 
 struct conf_tier {
+	/* The per-block codec (tiers/codec.h), not on a ram tier: compress,
+	 * encrypt and key_file (absolute; required with encrypt). */
+	enum codec_compress compress;
+	enum codec_cipher encrypt;
+	char key_file[PATH_MAX];
+
 	char name[TIER_NAME_MAX];
 	enum tier_kind kind;
 	char path[PATH_MAX];	  /* posix: existing directory */

@@ -3,8 +3,9 @@
  * generic tier layer (tier.c) that backends may use. Private to tiers/.
  *
  * tier.c owns everything common to every kind (validation, slot bitmap,
- * checksums, stats, blocking wrapper); a backend moves io->len bytes from
- * the block's start between io->buf and its slot, schedules them
+ * checksums, the codec, stats, blocking wrapper); a backend moves io->len
+ * bytes (at most t->slot_size) from the slot's start between io->buf and
+ * its slot, schedules them
  * (queue_depth, priority, the max_bandwidth cap; posix uses sched.h) without
  * blocking the submitter, and reports each result through
  * tier_io_complete().
@@ -60,6 +61,10 @@ struct tier {
 	const struct tier_backend *be;
 	void *be_priv;
 	bool direct; /* set by the posix backend's open */
+	/* The per-block codec, NULL for none; and the most bytes an I/O moves
+	 * (block_size, or more for a codec's frames: tier_slot_size). */
+	struct codec *codec;
+	uint32_t slot_size;
 
 	struct bitmap slots;	 /* lock-free */
 	struct tier_stats stats; /* __atomic adds */

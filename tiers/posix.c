@@ -6,8 +6,12 @@
  * and directory lookups suffer from millions of small files, and a
  * preallocated slab never allocates extents on the write path.
  *
- * A tier.info file records the layout (block and slab size) so a remount
- * with a different one is refused instead of reading garbage.
+ * A tier.info file records the layout (block and slab size, and the slot
+ * size: a page more than a block where the tier encrypts) so a remount
+ * with a different one is refused instead of reading garbage. Turning
+ * encryption on or off changes the slot size, so a tier keeps the setting
+ * it was made with; compression may change at any remount, as each
+ * block's frame says how it was stored.
  *
  * The slab files are posix_slab.c's, the I/O path posix_io.c's, and the
  * syncs posix_sync.c's; posix_int.h holds the state they share.
@@ -161,13 +165,17 @@ static int check_info(struct posix_tier *pt, const struct tier_params *p)
 	snprintf(path, sizeof(path), "%s/%s", pt->dir, INFO_NAME);
 	FILE *f = fopen(path, "re");
 	if (f) {
-		uint64_t bs = 0, ss = 0;
+		uint64_t bs = 0, ss = 0, slot = 0;
 		char line[128];
 		while (fgets(line, sizeof(line), f)) {
 			if (sscanf(line, "block_size=%" SCNu64, &bs) == 1)
 				continue;
+			if (sscanf(line, "slot_size=%" SCNu64, &slot) == 1)
+				continue;
 			(void)sscanf(line, "slab_size=%" SCNu64, &ss);
 		}
+		if (!slot)
+			slot = bs; /* made before slot sizes were recorded */
 		fclose(f);
 		if (bs == 0 || ss == 0 || ss % bs) {
 			tier_log(t,
@@ -180,6 +188,15 @@ static int check_info(struct posix_tier *pt, const struct tier_params *p)
 			tier_log(
 			    t, "%s was formatted with block size %" PRIu64 ", config says %" PRIu32,
 			    pt->dir, bs, t->block_size);
+			return -EINVAL;
+		}
+		if (slot != t->slot_size) {
+			tier_log(t,
+				 "%s was formatted with encrypt = %s (slots of %" PRIu64
+				 " bytes), the config says encrypt = %s: keep the setting the "
+				 "tier was made with, or use a new directory",
+				 pt->dir, slot > bs ? "aes-256-gcm" : "none", slot,
+				 t->slot_size > t->block_size ? "aes-256-gcm" : "none");
 			return -EINVAL;
 		}
 		if (p->slab_size && p->slab_size != ss) {
@@ -212,9 +229,10 @@ static int check_info(struct posix_tier *pt, const struct tier_params *p)
 		tier_log(t, "%s: cannot create: %s", tmp, strerror(e));
 		return -e;
 	}
-	char text[128];
-	int n = snprintf(text, sizeof(text), "block_size=%" PRIu32 "\nslab_size=%" PRIu64 "\n",
-			 t->block_size, ss);
+	char text[160];
+	int n = snprintf(text, sizeof(text),
+			 "block_size=%" PRIu32 "\nslab_size=%" PRIu64 "\nslot_size=%" PRIu32 "\n",
+			 t->block_size, ss, t->slot_size);
 	if (write(fd, text, (size_t)n) != n || fsync(fd)) {
 		int e = errno ? errno : EIO;
 		tier_log(t, "%s: cannot write: %s", tmp, strerror(e));

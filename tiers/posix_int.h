@@ -36,7 +36,10 @@ struct posix_tier {
 	char dir[PATH_MAX];
 	int dirfd;
 	bool direct;
-	uint64_t slab_size; /* bytes, a multiple of block_size */
+	/* Bytes of slots per slab, a multiple of block_size: a slab holds
+	 * slab_size / block_size slots of t->slot_size bytes each (more than
+	 * a block where the tier encrypts). */
+	uint64_t slab_size;
 	uint64_t slots_per_slab;
 	uint64_t nslabs;
 

@@ -50,7 +50,7 @@ bool posix_submit_ring(struct posix_tier *pt, const char *what)
 /* Queue the rest of io (io->result bytes already moved). sq_lock held. */
 static int issue(struct posix_tier *pt, struct tier_io *io)
 {
-	uint64_t bs = pt->t->block_size;
+	uint64_t bs = pt->t->slot_size;
 	uint64_t idx = io->slot / pt->slots_per_slab;
 	int fd = __atomic_load_n(&pt->fds[idx], __ATOMIC_ACQUIRE);
 	uint64_t done = (uint64_t)io->result;

@@ -40,7 +40,7 @@ static uint64_t slab_bytes(const struct posix_tier *pt, uint64_t idx)
 	uint64_t n = pt->t->slots_total - first;
 	if (n > pt->slots_per_slab)
 		n = pt->slots_per_slab;
-	return n * pt->t->block_size;
+	return n * pt->t->slot_size;
 }
 
 static int open_flags(const struct posix_tier *pt)
@@ -94,7 +94,7 @@ static uint64_t grown_bytes(struct posix_tier *pt, int fd, uint64_t idx)
 	struct stat st;
 	if (fstat(fd, &st))
 		return 0;
-	uint64_t n = (uint64_t)st.st_size / pt->t->block_size * pt->t->block_size;
+	uint64_t n = (uint64_t)st.st_size / pt->t->slot_size * pt->t->slot_size;
 	return n < slab_bytes(pt, idx) ? n : slab_bytes(pt, idx);
 }
 
@@ -131,7 +131,7 @@ static void slab_remove(struct posix_tier *pt, const char *path)
  * (slab_remove). */
 int posix_ensure_slab(struct posix_tier *pt, uint64_t idx, uint64_t slot, bool need_space)
 {
-	uint64_t need = (slot - idx * pt->slots_per_slab + 1) * pt->t->block_size;
+	uint64_t need = (slot - idx * pt->slots_per_slab + 1) * pt->t->slot_size;
 	if (__atomic_load_n(&pt->fds[idx], __ATOMIC_ACQUIRE) >= 0 &&
 	    (!need_space || __atomic_load_n(&pt->grown[idx], __ATOMIC_ACQUIRE) >= need))
 		return 0;
@@ -312,8 +312,8 @@ int posix_open_existing_slabs(struct posix_tier *pt)
 				 " bytes (%s); its %" PRIu64 " slots beyond the first %" PRIu64
 				 " wait for space",
 				 path, slab_bytes(pt, i), strerror(-rc),
-				 (slab_bytes(pt, i) - pt->grown[i]) / pt->t->block_size,
-				 pt->grown[i] / pt->t->block_size);
+				 (slab_bytes(pt, i) - pt->grown[i]) / pt->t->slot_size,
+				 pt->grown[i] / pt->t->slot_size);
 			continue;
 		}
 		if (rc)

@@ -39,8 +39,9 @@ struct probe_run {
 	struct tier *t;
 	enum tier_op op;
 	const uint64_t *slots;
-	uint64_t *csums; /* per slot: written by the write pass's completions
-			    (each index by one lane), read by the read pass */
+	uint64_t *csums;  /* per slot: written by the write pass's completions
+			     (each index by one lane), read by the read pass */
+	uint32_t *stored; /* per slot, as csums: tier_io.stored_len */
 	uint64_t n;
 	/* Guarded by lock. */
 	pthread_mutex_t lock;
@@ -66,6 +67,7 @@ static void lane_start(struct probe_run *run, struct probe_lane *l)
 		    .slot = run->slots[i],
 		    .buf = l->buf,
 		    .csum = run->op == TIER_OP_READ ? run->csums[i] : 0,
+		    .stored_len = run->op == TIER_OP_READ ? run->stored[i] : 0,
 		    .done = probe_done,
 		    .priv = l,
 		};
@@ -90,8 +92,10 @@ static void probe_done(struct tier_io *io)
 	pthread_mutex_lock(&run->lock);
 	if (io->result && !run->err)
 		run->err = io->result;
-	if (io->op == TIER_OP_WRITE)
+	if (io->op == TIER_OP_WRITE) {
 		run->csums[l->idx] = io->csum;
+		run->stored[l->idx] = io->stored_len;
+	}
 	run->finished++;
 	pthread_cond_broadcast(&run->cond);
 	if (!run->err)
@@ -197,12 +201,13 @@ int tier_probe_bandwidth(struct tier *t, uint64_t bytes, uint64_t *read_bps, uin
 	uint64_t *csums = calloc(want, sizeof(*csums));
 	unsigned nlanes = t->queue_depth;
 	struct probe_lane *lanes = calloc(nlanes, sizeof(*lanes));
-	struct probe_run run = {.t = t, .slots = slots, .csums = csums};
+	uint32_t *stored = calloc(want, sizeof(*stored));
+	struct probe_run run = {.t = t, .slots = slots, .csums = csums, .stored = stored};
 	struct tier_mem mem = {0};
 	pthread_mutex_init(&run.lock, NULL);
 	pthread_cond_init(&run.cond, NULL);
 	int rc = 0;
-	if (!slots || !csums || !lanes) {
+	if (!slots || !csums || !stored || !lanes) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -258,6 +263,7 @@ out:
 	free(lanes);
 	free(slots);
 	free(csums);
+	free(stored);
 	pthread_mutex_destroy(&run.lock);
 	pthread_cond_destroy(&run.cond);
 	return rc;

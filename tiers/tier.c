@@ -1,7 +1,9 @@
 /*
  * tiers/tier.c — the generic tier layer: dispatch to a backend by kind, slot
- * allocation, the per-block checksum codec, stats and the blocking tier_rw
- * wrapper. Backends (ram.c, posix.c) only move blocks; scheduling (priority,
+ * allocation, the per-block checksum, the hook of the per-block codec
+ * (codec.h: a write is encoded into a work buffer the backend writes from,
+ * a read lands in one and is decoded into the caller's buffer), stats and
+ * the blocking tier_rw wrapper. Backends (ram.c, posix.c) only move blocks; scheduling (priority,
  * in-flight bound, max_bandwidth) is the backend's, through sched.h, because
  * only the backend knows when the device has room: pacing here would block
  * the submitter (the flusher, or a completion callback).
@@ -186,6 +188,10 @@ int tier_open(const struct tier_params *p, struct tier **out)
 		fprintf(stderr, "tierfs: tier %s: queue depth must be >= 1\n", name);
 		return -EINVAL;
 	}
+	if (p->kind == TIER_RAM && codec_wanted(&p->codec)) {
+		fprintf(stderr, "tierfs: tier %s: a RAM tier has no compress or encrypt\n", name);
+		return -EINVAL;
+	}
 	uint64_t slots = p->capacity / p->block_size;
 	if (slots == 0) {
 		fprintf(stderr,
@@ -203,6 +209,7 @@ int tier_open(const struct tier_params *p, struct tier **out)
 	t->persistent = p->kind != TIER_RAM && p->persistent;
 	t->checksummed = p->kind != TIER_RAM;
 	t->block_size = p->block_size;
+	t->slot_size = p->block_size;
 	t->slots_total = slots + p->extra_slots;
 	t->queue_depth = p->queue_depth;
 	t->max_bandwidth[TIER_OP_READ] = p->max_bandwidth[TIER_OP_READ];
@@ -220,12 +227,24 @@ int tier_open(const struct tier_params *p, struct tier **out)
 			 t->slots_total);
 		goto fail;
 	}
+	/* Every tier that is not RAM has a codec, coding or not: blocks
+	 * stored as frames under another compress setting must still read. */
+	if (p->kind != TIER_RAM) {
+		rc = codec_open(&p->codec, t->name, t->block_size, TIER_IO_ALIGN, &t->codec);
+		if (rc)
+			goto fail;
+		/* Compressed frames fit a block (else the block goes as it is);
+		 * an encrypted incompressible one needs a page more. */
+		if (codec_encrypts(t->codec))
+			t->slot_size = t->block_size + TIER_IO_ALIGN;
+	}
 	rc = be->open(t, p);
 	if (rc)
 		goto fail;
 	*out = t;
 	return 0;
 fail:
+	codec_close(t->codec);
 	bitmap_destroy(&t->slots);
 	pthread_mutex_destroy(&t->idle_lock);
 	pthread_cond_destroy(&t->idle_cond);
@@ -243,6 +262,7 @@ void tier_close(struct tier *t)
 		pthread_cond_wait(&t->idle_cond, &t->idle_lock);
 	pthread_mutex_unlock(&t->idle_lock);
 	t->be->close(t);
+	codec_close(t->codec);
 	bitmap_destroy(&t->slots);
 	pthread_mutex_destroy(&t->idle_lock);
 	pthread_cond_destroy(&t->idle_cond);
@@ -326,6 +346,52 @@ static void outstanding_put(struct tier *t)
 	pthread_mutex_unlock(&t->idle_lock);
 }
 
+/* Put the frame IO carried back in its caller's place: buf and len as the
+ * caller gave them, the work buffer back in the pool. */
+static void codec_unswap(struct tier *t, struct tier_io *io)
+{
+	io->buf = io->user_buf;
+	io->len = io->user_len;
+	codec_buf_put(t->codec, io->bounce);
+	io->bounce = NULL;
+}
+
+/* With a codec: a write is encoded into a work buffer, and the backend
+ * writes the frame (or the block as it is, when coding would not pay); a
+ * read of a frame (stored_len) lands in a work buffer. 0 or -errno. */
+static int codec_swap(struct tier *t, struct tier_io *io)
+{
+	io->bounce = NULL;
+	if (io->op == TIER_OP_READ && !io->stored_len)
+		return 0; /* written as it is: read as it is */
+	if (io->op == TIER_OP_WRITE && !codec_codes(t->codec))
+		return 0;
+	if (io->op == TIER_OP_READ &&
+	    (io->stored_len % TIER_IO_ALIGN || io->stored_len > t->slot_size)) {
+		tier_log(t, "slot %" PRIu64 ": stored length %" PRIu32 " cannot be a frame",
+			 io->slot, io->stored_len);
+		return -EINVAL;
+	}
+	struct codec_buf *b = codec_buf_get(t->codec);
+	if (!b)
+		return -ENOMEM;
+	if (io->op == TIER_OP_WRITE) {
+		int64_t n = codec_encode(t->codec, b, io->slot, io->buf, io->len);
+		if (n <= 0) {
+			codec_buf_put(t->codec, b);
+			io->stored_len = 0;
+			return (int)n;
+		}
+		io->stored_len = (uint32_t)n;
+	}
+	io->user_buf = io->buf;
+	io->user_len = io->len;
+	io->bounce = b;
+	io->buf = codec_buf_data(b);
+	io->len = io->stored_len;
+	return 0;
+}
+
 int tier_submit(struct tier *t, struct tier_io *io)
 {
 	if (!io || !io->buf || !io->done || (io->op != TIER_OP_READ && io->op != TIER_OP_WRITE))
@@ -349,6 +415,14 @@ int tier_submit(struct tier *t, struct tier_io *io)
 	io->result = 0;
 	if (io->op == TIER_OP_WRITE && t->checksummed)
 		io->csum = tier_checksum_block(io->buf, io->len, t->block_size);
+	io->bounce = NULL;
+	if (io->op == TIER_OP_WRITE)
+		io->stored_len = 0;
+	if (t->codec) {
+		int rc = codec_swap(t, io);
+		if (rc)
+			return rc;
+	}
 	io->submit_ns = tier_now_ns();
 	__atomic_add_fetch(&t->outstanding, 1, __ATOMIC_ACQ_REL);
 	unsigned dir = tier_io_dir(io);
@@ -356,6 +430,8 @@ int tier_submit(struct tier *t, struct tier_io *io)
 	int rc = t->be->submit(t, io);
 	if (rc) {
 		/* Not accepted: done() will not run, so undo the counts here. */
+		if (io->bounce)
+			codec_unswap(t, io);
 		busy_put(t, dir);
 		outstanding_put(t);
 	}
@@ -366,6 +442,19 @@ void tier_io_complete(struct tier_io *io, int result)
 {
 	struct tier *t = io->tier;
 	struct tier_stats *s = &t->stats;
+	if (io->bounce) {
+		struct codec_buf *b = io->bounce;
+		uint32_t stored = io->len;
+		if (result == 0 && io->op == TIER_OP_READ) {
+			result =
+			    codec_decode(t->codec, b, io->slot, stored, io->user_buf, io->user_len);
+			if (result)
+				__atomic_add_fetch(&s->csum_errors, 1, __ATOMIC_RELAXED);
+		}
+		codec_unswap(t, io);
+		if (io->op == TIER_OP_WRITE)
+			io->stored_len = result ? 0 : stored;
+	}
 	if (result == 0 && io->op == TIER_OP_READ && io->len < t->block_size)
 		memset((char *)io->buf + io->len, 0, t->block_size - io->len);
 	if (result == 0 && io->op == TIER_OP_READ && t->checksummed) {
@@ -416,6 +505,12 @@ static void rw_done(struct tier_io *io)
 int tier_rw(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot, void *buf,
 	    uint32_t len, uint64_t *csum)
 {
+	return tier_rw_stored(t, op, prio, slot, buf, len, csum, NULL);
+}
+
+int tier_rw_stored(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot, void *buf,
+		   uint32_t len, uint64_t *csum, uint32_t *stored)
+{
 	struct rw_wait w = {.done = false};
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_cond_init(&w.cond, NULL);
@@ -426,6 +521,7 @@ int tier_rw(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot,
 	    .buf = buf,
 	    .len = len,
 	    .csum = (op == TIER_OP_READ && csum) ? *csum : 0,
+	    .stored_len = (op == TIER_OP_READ && stored) ? *stored : 0,
 	    .done = rw_done,
 	    .priv = &w,
 	};
@@ -438,6 +534,8 @@ int tier_rw(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot,
 		rc = io.result;
 		if (op == TIER_OP_WRITE && csum && rc == 0)
 			*csum = io.csum;
+		if (op == TIER_OP_WRITE && stored && rc == 0)
+			*stored = io.stored_len;
 	}
 	pthread_mutex_destroy(&w.lock);
 	pthread_cond_destroy(&w.cond);
@@ -531,6 +629,11 @@ bool tier_persistent(const struct tier *t)
 uint32_t tier_block_size(const struct tier *t)
 {
 	return t->block_size;
+}
+
+uint32_t tier_slot_size(const struct tier *t)
+{
+	return t->slot_size;
 }
 
 void tier_get_stats(const struct tier *t, struct tier_stats *out)

@@ -13,6 +13,9 @@
  * block_size bytes, returned in io->csum; every read from such a tier is
  * verified against the checksum the caller passes in io->csum, and a
  * mismatch completes the I/O with -EIO and a log line naming tier and slot.
+ * Such a tier may also compress and encrypt each block (params.codec,
+ * tiers/codec.h): the checksum stays over the plaintext, and the backend
+ * moves the encoded frame, whose length the caller keeps (stored_len).
  *
  * Threading: tier_submit() may be called from any thread. Completion
  * callbacks run on the backend's completion thread, or inline in a thread
@@ -25,6 +28,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "tiers/codec.h"
 
 #define TIER_NAME_MAX 32
 
@@ -69,6 +74,11 @@ struct tier_io {
 	 * checksum of the whole block. */
 	uint32_t len;
 	uint64_t csum; /* READ: expected checksum (ignored by RAM); WRITE: set on completion */
+	/* The bytes the block takes on the tier, a multiple of TIER_IO_ALIGN,
+	 * on a tier with a codec: WRITE: set on completion (0: stored as
+	 * it is, LEN bytes); READ: what the write set, 0 if it was 0. The
+	 * caller keeps it next to the checksum. */
+	uint32_t stored_len;
 	tier_io_cb done;
 	void *priv;
 	/* Set before done() is called. */
@@ -77,6 +87,9 @@ struct tier_io {
 	struct tier *tier;
 	struct tier_io *next;
 	uint64_t submit_ns;
+	struct codec_buf *bounce; /* the frame, while the backend moves it */
+	void *user_buf;		  /* with bounce: the caller's buf and len */
+	uint32_t user_len;
 };
 
 /* The direction an I/O counts in (its cap's bucket, its busy time). */
@@ -104,6 +117,9 @@ struct tier_s3_params {
 };
 
 struct tier_params {
+	/* The per-block codec, not on RAM tiers; all zero: none. */
+	struct codec_params codec;
+
 	const char *name;
 	enum tier_kind kind;
 	const char *path;		 /* TIER_POSIX: the directory holding slab files */
@@ -123,7 +139,7 @@ struct tier_stats {
 	uint64_t reads, writes;		    /* completed I/Os */
 	uint64_t bytes_read, bytes_written; /* completed bytes */
 	uint64_t errors;		    /* I/Os completed with an error */
-	uint64_t csum_errors;		    /* reads that failed verification */
+	uint64_t csum_errors;		    /* reads that failed verification (checksum or codec) */
 	uint64_t read_ns, write_ns;	    /* summed submit-to-completion time */
 	/* Time with at least one read (write) accepted and not complete: a
 	 * tier idles while the other side of the step waits on it only if
@@ -147,6 +163,13 @@ int tier_submit(struct tier *t, struct tier_io *io);
  * one. Returns io result. */
 int tier_rw(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot, void *buf,
 	    uint32_t len, uint64_t *csum);
+/* tier_rw with tier_io.stored_len: for WRITE, *STORED receives it; for
+ * READ, *STORED is the write's (NULL: 0). */
+int tier_rw_stored(struct tier *t, enum tier_op op, enum tier_prio prio, uint64_t slot, void *buf,
+		   uint32_t len, uint64_t *csum, uint32_t *stored);
+/* The bytes one slot of T holds: block_size, plus TIER_IO_ALIGN on a tier
+ * that encrypts (a frame's header and tag on an incompressible block). */
+uint32_t tier_slot_size(const struct tier *t);
 
 /* Make every write that has completed so far durable (fdatasync on posix;
  * a no-op on RAM). Returns 0 or -errno. */

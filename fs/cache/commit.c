@@ -234,6 +234,7 @@ static int commit_locked(struct fs *fs, bool *wrote)
 			recs[i].slot = b->slot;
 			recs[i].csum = b->csum;
 			recs[i].pages = b->pages;
+			recs[i].stored = b->stored;
 			/* Written back since the last good sync of its tier. */
 			need_sync |= in->wb_first[b->tier] != 0;
 		}

@@ -207,15 +207,23 @@ void entry_drop(struct fs *fs, struct centry *e)
 }
 
 /* The bytes a read of B's durable copy moves (tier_io.len: 0, the whole
- * block), and B's record of those a write-back moved (meta_block.pages). */
+ * block), and B's record of those a write-back moved (meta_block.pages),
+ * with the bytes the tier's codec stored them in (tier_io.stored_len,
+ * meta_block.stored). */
 uint32_t blk_io_len(const struct blk *b)
 {
 	return b->pages * TIER_IO_ALIGN;
 }
 
-void blk_set_io_len(const struct fs *fs, struct blk *b, uint32_t len)
+void blk_set_io_len(const struct fs *fs, struct blk *b, uint32_t len, uint32_t stored)
 {
-	b->pages = len < fs->bs ? len / TIER_IO_ALIGN : 0;
+	b->pages = (uint16_t)(len < fs->bs ? len / TIER_IO_ALIGN : 0);
+	b->stored = (uint16_t)(stored / TIER_IO_ALIGN);
+}
+
+uint32_t blk_stored_len(const struct blk *b)
+{
+	return b->stored * TIER_IO_ALIGN;
 }
 
 /* Evict E, a victim: counted, and counted apart where the keep plan meant
@@ -420,7 +428,7 @@ int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
 		if (mode == GET_WRITE_HEAD && in->attr.size != size0)
 			mode = GET_WRITE_PART;
 		uint16_t tier = b->tier;
-		uint32_t len = blk_io_len(b);
+		uint32_t len = blk_io_len(b), stored = blk_stored_len(b);
 		uint64_t slot = b->slot, csum = b->csum;
 		bool written = tier != TIER_NONE && (csum != 0 || b->ce == NULL);
 		tfs_unlock(&fs->lock);
@@ -429,8 +437,8 @@ int entry_get(struct fs *fs, struct inode *in, uint64_t idx, enum get_mode mode,
 			rc = 0;
 		} else {
 			atomic_fetch_add(&fs->stats.misses, 1);
-			rc = tier_rw(fs->tiers[tier], TIER_OP_READ, TIER_PRIO_DEMAND, slot, e->buf,
-				     len, &csum);
+			rc = tier_rw_stored(fs->tiers[tier], TIER_OP_READ, TIER_PRIO_DEMAND, slot,
+					    e->buf, len, &csum, &stored);
 		}
 		tfs_lock(&fs->lock);
 		if (rc) {

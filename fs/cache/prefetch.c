@@ -107,6 +107,7 @@ int cache_prefetch(struct fs *fs, struct inode *in, uint64_t idx, uint64_t need_
 	p->io.slot = b->slot;
 	p->io.csum = b->csum;
 	p->io.len = blk_io_len(b);
+	p->io.stored_len = blk_stored_len(b);
 	p->io.buf = e->buf;
 	p->io.done = prefetch_done;
 	rc = cache_submit_unlocked(fs, fs->tiers[b->tier], &p->io);

@@ -179,7 +179,7 @@ static void flush_done(struct tier_io *io)
 		atomic_fetch_add(&fs->stats.flush_bytes, io->len);
 		if (!f->move) {
 			b->csum = io->csum; /* in place: the slot holds the new bytes */
-			blk_set_io_len(fs, b, io->len);
+			blk_set_io_len(fs, b, io->len, io->stored_len);
 		}
 		b->unwritten = false;
 		if (commit_pend_add(fs, in->ino, e->idx))
@@ -203,7 +203,7 @@ static void flush_done(struct tier_io *io)
 			b->tier = f->to;
 			b->slot = io->slot;
 			b->csum = io->csum;
-			blk_set_io_len(fs, b, io->len);
+			blk_set_io_len(fs, b, io->len, io->stored_len);
 		}
 		e->written_back = !e->dirty;
 		unsigned t = b->tier; /* where the new bytes are, moved or not */

@@ -32,7 +32,10 @@ const char *const config_tier_keys[TK_N] = {"type",
 					    "bandwidth_write",
 					    "max_bandwidth",
 					    "max_bandwidth_read",
-					    "max_bandwidth_write"};
+					    "max_bandwidth_write",
+					    "compress",
+					    "encrypt",
+					    "key_file"};
 static const char *const config_policy_keys[PK_N] = {"stripe", "learn"};
 static const char *const config_rule_keys[RK_N] = {"match", "tier", "persistent"};
 
@@ -300,6 +303,31 @@ void config_key_tier(struct config_parse *p, const char *name, const char *v)
 			*dst = x;
 		break;
 	}
+	case TK_COMPRESS: {
+		int c = codec_compress_parse(v);
+		if (c < 0)
+			config_key_error(p, p->line, name, "'%s' must be lz4 or none", v);
+		else
+			t->compress = (enum codec_compress)c;
+		break;
+	}
+	case TK_ENCRYPT: {
+		int c = codec_cipher_parse(v);
+		if (c < 0)
+			config_key_error(p, p->line, name, "'%s' must be aes-256-gcm or none", v);
+		else
+			t->encrypt = (enum codec_cipher)c;
+		break;
+	}
+	case TK_KEY_FILE:
+		/* Read (and its size and mode checked) when the tier opens. */
+		if (v[0] != '/')
+			config_key_error(p, p->line, name, "'%s' must be an absolute path", v);
+		else if (strlen(v) >= sizeof(t->key_file))
+			config_key_error(p, p->line, name, "path too long");
+		else
+			snprintf(t->key_file, sizeof(t->key_file), "%s", v);
+		break;
 	default:
 		break;
 	}

@@ -63,6 +63,9 @@ enum tier_key {
 	TK_MAX_BW,
 	TK_MAX_BW_READ,
 	TK_MAX_BW_WRITE,
+	TK_COMPRESS,
+	TK_ENCRYPT,
+	TK_KEY_FILE,
 	TK_N
 };
 /* Key names, in enum tier_key order: messages about a tier key name it. */

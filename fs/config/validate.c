@@ -16,6 +16,36 @@
 
 #define RAM_DEFAULT_CAPACITY (256 * MIB)
 
+/* The codec keys of tier T, any kind: 0, or -1 with the error recorded. */
+static int finish_codec(struct config_parse *p, const struct conf_tier *t,
+			const struct config_tier_extra *tx)
+{
+	static const int keys[] = {TK_COMPRESS, TK_ENCRYPT, TK_KEY_FILE};
+	for (size_t k = 0; t->kind == TIER_RAM && k < sizeof(keys) / sizeof(keys[0]); k++) {
+		if (tx->kline[keys[k]]) {
+			config_key_error(p, tx->kline[keys[k]], config_tier_keys[keys[k]],
+					 "tier '%s' is a ram tier: blocks in RAM are never "
+					 "compressed or encrypted",
+					 t->name);
+			return -1;
+		}
+	}
+	if (t->encrypt != CODEC_CIPHER_NONE && !tx->kline[TK_KEY_FILE]) {
+		config_key_error(p, tx->kline[TK_ENCRYPT], "encrypt",
+				 "%s needs a key_file (32 raw bytes or 64 hex digits, e.g. "
+				 "from openssl rand -hex 32)",
+				 codec_cipher_name(t->encrypt));
+		return -1;
+	}
+	if (t->encrypt == CODEC_CIPHER_NONE && tx->kline[TK_KEY_FILE]) {
+		config_key_error(p, tx->kline[TK_KEY_FILE], "key_file",
+				 "given, but encrypt is not set: nothing would be encrypted "
+				 "(add encrypt = aes-256-gcm)");
+		return -1;
+	}
+	return 0;
+}
+
 void config_finish_tiers(struct config_parse *p)
 {
 	struct config *c = p->c;
@@ -42,6 +72,8 @@ void config_finish_tiers(struct config_parse *p)
 		t->bandwidth_write = tx->kline[TK_BW_WRITE] ? tx->bw_write : tx->bw;
 		t->max_bandwidth_read = tx->kline[TK_MAX_BW_READ] ? tx->max_bw_read : tx->max_bw;
 		t->max_bandwidth_write = tx->kline[TK_MAX_BW_WRITE] ? tx->max_bw_write : tx->max_bw;
+		if (finish_codec(p, t, tx))
+			return;
 
 		if (t->kind == TIER_RAM) {
 			static const int posix_only[] = {TK_PATH, TK_DIRECT, TK_SLAB};

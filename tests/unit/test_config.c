@@ -594,6 +594,20 @@ static void test_parse_bandwidth_bool(void **state)
 
 /* bandwidth_read/_write override bandwidth whatever the order, and
  * max_bandwidth_read/_write override max_bandwidth the same way. */
+static void test_codec_keys(void **state)
+{
+	(void)state;
+	assert_int_equal(load(POSIX_A "compress = lz4\nencrypt = aes-256-gcm\nkey_file = /etc/k\n"
+				      "[tier b]\ntype = posix\npath = @D@/b\n"),
+			 0);
+	assert_int_equal(cfg.tiers[0].compress, CODEC_COMPRESS_LZ4);
+	assert_int_equal(cfg.tiers[0].encrypt, CODEC_CIPHER_AES256GCM);
+	assert_string_equal(cfg.tiers[0].key_file, "/etc/k");
+	assert_int_equal(cfg.tiers[1].compress, CODEC_COMPRESS_NONE);
+	assert_int_equal(cfg.tiers[1].encrypt, CODEC_CIPHER_NONE);
+	assert_string_equal(cfg.tiers[1].key_file, "");
+}
+
 static void test_bandwidth_keys(void **state)
 {
 	(void)state;
@@ -718,6 +732,15 @@ struct bad {
 };
 
 static const struct bad bads[] = {
+    {POSIX_A "compress = zstd\n", 4, "key 'compress'", "lz4 or none"},
+    {POSIX_A "encrypt = aes\n", 4, "key 'encrypt'", "aes-256-gcm or none"},
+    {POSIX_A "encrypt = aes-256-gcm\n", 4, "key 'encrypt'", "needs a key_file"},
+    {POSIX_A "key_file = /k\n", 4, "key 'key_file'", "encrypt is not set"},
+    {POSIX_A "key_file = k\nencrypt = aes-256-gcm\n", 4, "key 'key_file'", "absolute"},
+    {POSIX_A "[tier r]\ntype = ram\ncapacity = 1G\ncompress = lz4\n", 7, "key 'compress'",
+     "tier 'r' is a ram tier: blocks in RAM are never compressed or encrypted"},
+    {POSIX_A "[tier r]\ntype = ram\ncapacity = 1G\nencrypt = none\n", 7, "key 'encrypt'",
+     "is a ram tier"},
     {"[mount]\nblock_size = 1M\nbogus = 1\n", 3, "key 'bogus'", "unknown key"},
     {POSIX_A "[mounts]\nthreads = 2\n", 4, "section [mounts]", "unknown section"},
     {POSIX_A "[;x]\nthreads = 2\n", 4, "section [;x]", "unknown section"},
@@ -859,6 +882,7 @@ int main(void)
 	T(test_parse_size);
 	T(test_parse_bandwidth_bool);
 	T(test_bandwidth_keys);
+	T(test_codec_keys);
 	T(test_example_deepspeed);
 	T(test_example_local);
 	T(test_example_ram_only);
