@@ -4,7 +4,7 @@
 # real S3 server (SeaweedFS), with RAM for a fraction of the files, so that
 # every operation meets write-back to s3 and reads back from it; each read
 # checked against shadow files on a plain directory, then a remount and a
-# full compare, and more operations on the remounted files. The s3 tier's
+# full compare, and more operations on the remounted files; lz4 on. The s3 tier's
 # stats line must show the traffic (PUTs and GETs really happened).
 # FSX_SEED picks the seed (printed), S3_FSX_OPS the number of operations.
 . "$(dirname "$0")/../lib.sh"
@@ -21,7 +21,8 @@ OPS=${S3_FSX_OPS:-10000}
 
 # 64 KiB blocks, 20 MiB of RAM (the least the daemon takes at that block
 # size) against 6 files of up to 64 MiB.
-s3_conf 64K 20M >"$T/c.conf"
+# lz4 on: compressed blocks of every length, partial ones too.
+S3_TIER_EXTRA="compress = lz4" s3_conf 64K 20M >"$T/c.conf"
 mkdir -p "$T/shadow"
 mount_fs "$T/c.conf" || { fail "mount on s3 alone"; tap_exit; exit 1; }
 mkdir -p "$MNT/fsx"
