@@ -71,6 +71,7 @@ bucket = $S3_BUCKET
 prefix = $1/
 region = $S3_REGION
 queue_depth = $QD
+capacity = 64G
 ${S3FIG_OPTS:-}
 
 [policy]
