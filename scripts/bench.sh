@@ -343,6 +343,7 @@ endpoint = $S3_ENDPOINT
 bucket = $S3_BUCKET
 prefix = rep$rep/
 region = $S3_REGION
+capacity = 256G
 ${BENCH_S3_CAP:+max_bandwidth = $BENCH_S3_CAP/s}
 EOF
 }
