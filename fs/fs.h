@@ -186,8 +186,9 @@ struct fs {
 	uint32_t bs;						    /* block size */
 	struct fuse_session *se;
 	bool cache_up; /* cache_init done: unmount writes back */
-	/* A tier failed to open (a missing directory, an s3 store that cannot
-	 * be reached...): the daemon exits 2, as for a bad config. */
+	/* An s3 tier failed to open (its store unreachable, no bucket,
+	 * credentials refused, clock skew, prefix in use): the daemon exits 2,
+	 * as for a bad config, since the fix is in the config or around it. */
 	bool tier_open_failed;
 	bool noatime; /* -o noatime: reads leave atime (else relatime) */
 

@@ -84,7 +84,7 @@ static int open_tiers(struct fs *fs)
 		};
 		int rc = tier_open(&p, &fs->tiers[i]);
 		if (rc) {
-			fs->tier_open_failed = true;
+			fs->tier_open_failed = ct->kind == TIER_S3;
 			return rc;
 		}
 	}

@@ -160,12 +160,29 @@ static int check_store(struct s3_tier *s, CURL *easy)
 	r->query[1] = (struct sigv4_pair){"max-keys", "1"};
 	r->query[2] = (struct sigv4_pair){"prefix", s->p.prefix};
 	r->nquery = 3;
-	enum s3_class c = s3_req_run(s, r, false);
+	/* A busy store may answer 503 or SlowDown for a moment: try again a
+	 * few times; an endpoint that does not answer fails at once. */
+	enum s3_class c;
+	for (int i = 0;; i++) {
+		c = s3_req_run(s, r, false);
+		if ((c != S3_RETRY_5XX && c != S3_RETRY_THROTTLE) || i == 3)
+			break;
+		struct timespec ts = {0, 200000000L << i};
+		nanosleep(&ts, NULL);
+	}
 	char code[64];
 	s3_error_code(r, code, sizeof(code));
 	int rc = 0;
 	long skew = r->server_date ? (long)time(NULL) - r->server_date : 0;
-	if (c == S3_RETRY_NET || (c == S3_FAIL_OTHER && r->curl_rc != CURLE_OK)) {
+	if (r->curl_rc == CURLE_PEER_FAILED_VERIFICATION ||
+	    r->curl_rc == CURLE_SSL_CACERT_BADFILE || r->curl_rc == CURLE_SSL_CONNECT_ERROR) {
+		tier_log(t,
+			 "TLS with %s failed: %s (ca_file names another CA; tls_verify = no "
+			 "skips the check)",
+			 s->p.endpoint,
+			 r->curl_err[0] ? r->curl_err : curl_easy_strerror(r->curl_rc));
+		rc = -EPROTO;
+	} else if (c == S3_RETRY_NET || (c == S3_FAIL_OTHER && r->curl_rc != CURLE_OK)) {
 		tier_log(t, "endpoint %s unreachable: %s", s->p.endpoint,
 			 r->curl_err[0] ? r->curl_err : curl_easy_strerror((CURLcode)r->curl_rc));
 		rc = -EHOSTUNREACH;

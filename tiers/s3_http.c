@@ -160,6 +160,8 @@ static const char *method_name(enum s3_method m)
 		return "DELETE";
 	case S3_HEAD:
 		return "HEAD";
+	case S3_POST:
+		return "POST";
 	}
 	return "GET";
 }
@@ -199,9 +201,9 @@ int s3_req_setup(struct s3_tier *s, struct s3_req *r)
 	char date[17], range[64];
 	sigv4_amz_date(time(NULL), date);
 	const char *payload = SIGV4_EMPTY_SHA256;
-	if (r->method == S3_PUT)
+	if (r->method == S3_PUT || r->method == S3_POST)
 		payload = r->payload[0] ? r->payload : SIGV4_UNSIGNED_PAYLOAD;
-	struct sigv4_pair h[6];
+	struct sigv4_pair h[8];
 	size_t nh = 0;
 	h[nh++] = (struct sigv4_pair){"host", s->host};
 	h[nh++] = (struct sigv4_pair){"x-amz-content-sha256", payload};
@@ -212,6 +214,10 @@ int s3_req_setup(struct s3_tier *s, struct s3_req *r)
 	}
 	if (s->token[0])
 		h[nh++] = (struct sigv4_pair){"x-amz-security-token", s->token};
+	if (r->method == S3_POST) {
+		h[nh++] = (struct sigv4_pair){"content-md5", r->md5};
+		h[nh++] = (struct sigv4_pair){"content-type", "application/xml"};
+	}
 	struct sigv4_creds c = {s->access_key, s->secret_key, s->p.region, "s3"};
 	struct sigv4_request sr = {
 	    .method = method_name(r->method),
@@ -259,6 +265,8 @@ int s3_req_setup(struct s3_tier *s, struct s3_req *r)
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->p.request_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, s->p.tls_verify ? 1L : 0L);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, s->p.tls_verify ? 2L : 0L);
+	if (s->p.ca_file[0])
+		curl_easy_setopt(e, CURLOPT_CAINFO, s->p.ca_file);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->curl_err);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, r);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
@@ -281,6 +289,11 @@ int s3_req_setup(struct s3_tier *s, struct s3_req *r)
 		break;
 	case S3_HEAD:
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		break;
+	case S3_POST:
+		curl_easy_setopt(e, CURLOPT_POST, 1L);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->len);
 		break;
 	case S3_GET:
 		break;
@@ -336,6 +349,7 @@ enum s3_class s3_req_finish(struct s3_tier *s, struct s3_req *r, CURLcode rc)
 		case CURLE_RECV_ERROR:
 		case CURLE_GOT_NOTHING:
 		case CURLE_PARTIAL_FILE:
+		case CURLE_SEND_FAIL_REWIND:
 		case CURLE_SSL_CONNECT_ERROR:
 		case CURLE_HTTP2:
 		case CURLE_HTTP2_STREAM:
@@ -356,7 +370,7 @@ enum s3_class s3_req_finish(struct s3_tier *s, struct s3_req *r, CURLcode rc)
 			c = S3_RETRY_THROTTLE;
 		else if (r->status >= 500)
 			c = S3_RETRY_5XX;
-		else if (!strcmp(code, "RequestTimeout"))
+		else if (r->status == 408 || !strcmp(code, "RequestTimeout"))
 			c = S3_RETRY_NET;
 		else if ((r->method == S3_DELETE || r->missing_ok) && r->status == 404)
 			c = S3_OK; /* already gone, or asked whether it is there */

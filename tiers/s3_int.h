@@ -31,7 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum s3_method { S3_GET, S3_PUT, S3_DELETE, S3_HEAD };
+/* S3_POST: a DeleteObjects batch (POST ?delete with an XML body). */
+enum s3_method { S3_GET, S3_PUT, S3_DELETE, S3_HEAD, S3_POST };
 
 /* How a request ended, for retries and the error counters. */
 enum s3_class {
@@ -75,7 +76,10 @@ struct s3_req {
 	struct curl_slist *hdrs;
 	CURL *easy;
 	/* Data path only. */
-	struct tier_io *io; /* NULL: a DELETE of the delete queue */
+	struct tier_io *io; /* NULL: a DELETE (or a batch) of the delete queue */
+	uint64_t *slots;    /* a batch: the slots whose objects it deletes (malloc'd) */
+	size_t nslots;
+	char md5[32]; /* POST: base64 MD5 of the body (Content-MD5) */
 	uint64_t slot;
 	struct s3_req *next;
 };

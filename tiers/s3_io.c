@@ -6,8 +6,10 @@
  * may succeed later (5xx, throttling, timeouts, resets) wait out a
  * back-off and go again; the others complete the I/O with EIO.
  *
- * Freed slots: their DELETEs are queued here and sent off the I/O path, a
- * few at a time, below every block I/O. A slot allocated again before its
+ * Freed slots: their DELETEs are queued here and sent off the I/O path,
+ * below every block I/O, batched into DeleteObjects requests (one request
+ * per thousand objects: deleting a large file costs a few requests, not one
+ * per block). A slot allocated again before its
  * DELETE went out just drops it (the PUT replaces the object anyway); a PUT
  * whose slot's DELETE is on the wire waits for it, so the DELETE can never
  * land after the new object.
@@ -16,9 +18,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Objects one DeleteObjects request removes at most (S3's limit). */
+#define S3_DELETE_BATCH 1000
 
 static bool bit_get(const uint64_t *w, uint64_t b)
 {
@@ -176,28 +182,133 @@ static void complete_io(struct s3_tier *s, struct s3_req *r, enum s3_class c)
 	tier_io_complete(io, result);
 }
 
+/* Up to S3_DELETE_BATCH queued slots still to delete, as one request: a
+ * DELETE for one, a DeleteObjects POST for more. NULL when none is left
+ * or without memory (the objects stay for the next mount's sweep). Under
+ * lock. */
+static struct s3_req *del_batch(struct s3_tier *s)
+{
+	size_t cap = s->del_count < S3_DELETE_BATCH ? s->del_count : S3_DELETE_BATCH;
+	uint64_t *slots = malloc(cap * sizeof(*slots));
+	struct s3_req *r = slots ? req_get(s) : NULL;
+	if (!r) {
+		free(slots);
+		return NULL;
+	}
+	size_t n = 0;
+	while (s->del_count && n < cap) {
+		uint64_t slot = s->del_queue[s->del_head];
+		s->del_head = (s->del_head + 1) % s->del_cap;
+		s->del_count--;
+		if (!bit_get(s->del_pending, slot))
+			continue; /* allocated again since */
+		bit_put(s->del_pending, slot, false);
+		bit_put(s->del_inflight, slot, true);
+		slots[n++] = slot;
+	}
+	if (!n) {
+		free(slots);
+		req_put(s, r);
+		return NULL;
+	}
+	s->del_running++;
+	r->slots = slots;
+	r->nslots = n;
+	r->slot = slots[0];
+	r->method = n == 1 ? S3_DELETE : S3_POST;
+	if (n == 1)
+		s3_object_key(s, slots[0], r->key, sizeof(r->key));
+	return r;
+}
+
+/* KEY with XML's special characters escaped, appended at P; returns the end. */
+static char *xml_escape(char *p, const char *key)
+{
+	for (; *key; key++) {
+		const char *e = *key == '&'   ? "&amp;"
+				: *key == '<' ? "&lt;"
+				: *key == '>' ? "&gt;"
+					      : NULL;
+		if (e) {
+			p = stpcpy(p, e);
+		} else {
+			*p++ = *key;
+		}
+	}
+	return p;
+}
+
+/* The DeleteObjects body of batch R (quiet: the answer lists failures
+ * only), its MD5 and SHA-256. 0 or -errno. */
+static int del_body(struct s3_tier *s, struct s3_req *r)
+{
+	size_t per = 5 * strlen(s->p.prefix) + 64;
+	char *b = malloc(r->nslots * per + 128);
+	if (!b)
+		return -ENOMEM;
+	char *p = stpcpy(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+			    "<Delete><Quiet>true</Quiet>");
+	for (size_t i = 0; i < r->nslots; i++) {
+		char key[1024];
+		s3_object_key(s, r->slots[i], key, sizeof(key));
+		p = stpcpy(p, "<Object><Key>");
+		p = xml_escape(p, key);
+		p = stpcpy(p, "</Key></Object>");
+	}
+	p = stpcpy(p, "</Delete>");
+	r->body = b;
+	r->len = (size_t)(p - b);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	if (!EVP_Digest(b, r->len, md, &mdlen, EVP_md5(), NULL) ||
+	    sigv4_sha256_hex(b, r->len, r->payload))
+		return -EIO;
+	EVP_EncodeBlock((unsigned char *)r->md5, md, (int)mdlen);
+	r->query[0] = (struct sigv4_pair){"delete", ""};
+	r->nquery = 1;
+	snprintf(r->key, sizeof(r->key), "%s", "");
+	return 0;
+}
+
 static void complete_delete(struct s3_tier *s, struct s3_req *r, enum s3_class c)
 {
 	if (c != S3_OK) {
 		char msg[1600];
 		s3_req_describe(r, msg, sizeof(msg));
-		tier_log_io_error(s->t, "freed slot %" PRIu64 ": %s (left for the next sweep)",
-				  r->slot, msg);
+		tier_log_io_error(s->t, "deleting %zu freed slots: %s (left for the next sweep)",
+				  r->nslots, msg);
+	} else if (r->method == S3_POST && r->resp && strstr(r->resp, "<Error>")) {
+		char code[64];
+		const char *e = strstr(r->resp, "<Error>");
+		struct s3_req tmp = {.resp = (char *)e};
+		s3_error_code(&tmp, code, sizeof(code));
+		tier_log_io_error(s->t,
+				  "deleting %zu freed slots: some were refused (%s); left for the "
+				  "next sweep",
+				  r->nslots, code[0] ? code : "no code");
 	}
+	if (r->method == S3_POST)
+		free(r->body);
+	r->body = NULL;
 	pthread_mutex_lock(&s->lock);
-	bit_put(s->del_inflight, r->slot, false);
-	s->del_running--;
-	/* PUTs that waited for this DELETE go back to their queue. */
-	struct tier_io **pp = &s->parked;
-	while (*pp) {
-		struct tier_io *io = *pp;
-		if (io->slot == r->slot) {
-			*pp = io->next;
-			sched_push(&s->sched, io);
-		} else {
-			pp = &io->next;
+	for (size_t i = 0; i < r->nslots; i++) {
+		uint64_t slot = r->slots[i];
+		bit_put(s->del_inflight, slot, false);
+		/* PUTs that waited for this DELETE go back to their queue. */
+		struct tier_io **pp = &s->parked;
+		while (*pp) {
+			struct tier_io *io = *pp;
+			if (io->slot == slot) {
+				*pp = io->next;
+				sched_push(&s->sched, io);
+			} else {
+				pp = &io->next;
+			}
 		}
 	}
+	s->del_running--;
+	free(r->slots);
+	r->slots = NULL;
 	req_put(s, r);
 	pthread_mutex_unlock(&s->lock);
 }
@@ -213,6 +324,12 @@ static void finish(struct s3_tier *s, struct s3_req *r, enum s3_class c)
 /* Hand R to the multi handle for its next attempt. */
 static void start(struct s3_tier *s, struct s3_req *r)
 {
+	if (r->method == S3_POST && !r->body && del_body(s, r)) {
+		r->curl_rc = CURLE_OUT_OF_MEMORY;
+		snprintf(r->curl_err, sizeof(r->curl_err), "cannot build the delete request");
+		finish(s, r, S3_FAIL_OTHER);
+		return;
+	}
 	if (r->method == S3_PUT && !s->https && !r->payload[0] &&
 	    sigv4_sha256_hex(r->body, r->len, r->payload)) {
 		r->curl_rc = CURLE_OUT_OF_MEMORY;
@@ -244,16 +361,12 @@ static void *io_main(void *arg)
 		struct s3_req *go = NULL, **tail = &go;
 		uint64_t now = tier_now_ns(), wait_ns = 0;
 		pthread_mutex_lock(&s->lock);
-		if (s->stop) {
-			/* Queued DELETEs are left to the next mount's sweep. */
-			for (size_t i = 0; i < s->del_count; i++)
-				bit_put(s->del_pending,
-					s->del_queue[(s->del_head + i) % s->del_cap], false);
-			s->del_count = 0;
-			if (idle_locked(s)) {
-				pthread_mutex_unlock(&s->lock);
-				break;
-			}
+		/* At close, queued DELETEs still go out (a few requests), each
+		 * tried once: a store that is down leaves them to the next
+		 * mount's sweep rather than hold up the unmount. */
+		if (s->stop && idle_locked(s) && !s->del_count) {
+			pthread_mutex_unlock(&s->lock);
+			break;
 		}
 		/* Retries whose back-off is over. */
 		for (struct s3_req **pp = &s->retry; *pp;) {
@@ -291,21 +404,10 @@ static void *io_main(void *arg)
 		}
 		if (cap_wait && (!wait_ns || cap_wait < wait_ns))
 			wait_ns = cap_wait;
-		while (s->del_running < s->del_limit && s->del_count && !s->stop) {
-			uint64_t slot = s->del_queue[s->del_head];
-			s->del_head = (s->del_head + 1) % s->del_cap;
-			s->del_count--;
-			if (!bit_get(s->del_pending, slot))
-				continue; /* allocated again since */
-			struct s3_req *r = req_get(s);
+		while (s->del_running < s->del_limit && s->del_count) {
+			struct s3_req *r = del_batch(s);
 			if (!r)
-				continue; /* left for the sweep */
-			bit_put(s->del_pending, slot, false);
-			bit_put(s->del_inflight, slot, true);
-			s->del_running++;
-			r->method = S3_DELETE;
-			r->slot = slot;
-			s3_object_key(s, slot, r->key, sizeof(r->key));
+				break;
 			*tail = r;
 			tail = &r->next;
 		}
@@ -342,7 +444,11 @@ static void *io_main(void *arg)
 			curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&r);
 			curl_multi_remove_handle(s->multi, e);
 			enum s3_class c = s3_req_finish(s, r, rc);
-			if (c != S3_OK && c != S3_FAIL_4XX && c != S3_FAIL_OTHER) {
+			pthread_mutex_lock(&s->lock);
+			bool stopping = s->stop;
+			pthread_mutex_unlock(&s->lock);
+			if (c != S3_OK && c != S3_FAIL_4XX && c != S3_FAIL_OTHER &&
+			    (r->io || !stopping)) {
 				uint64_t d = s3_retry_delay(s, r);
 				if (d) {
 					__atomic_add_fetch(&s->st.retries, 1, __ATOMIC_RELAXED);

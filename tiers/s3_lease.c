@@ -21,6 +21,8 @@
 #include "tiers/s3_int.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +75,36 @@ static void lease_owner(const char *body, char *out, size_t len)
 		n = len - 1;
 	memcpy(out, h ? h : "", n);
 	out[n] = '\0';
+}
+
+/* Whether the lease in BODY belongs to a process of this host that is gone
+ * (a daemon killed or crashed here): its lease need not age out first. */
+static bool owner_dead(const char *body)
+{
+	char host[256], lhost[256] = "";
+	const char *h = strstr(body, "host="), *p = strstr(body, "pid=");
+	if (!h || !p || gethostname(host, sizeof(host)))
+		return false;
+	host[sizeof(host) - 1] = '\0';
+	size_t n = strcspn(h + 5, "\n");
+	if (n >= sizeof(lhost))
+		return false;
+	memcpy(lhost, h + 5, n);
+	lhost[n] = '\0';
+	long pid = atol(p + 4);
+	if (strcmp(host, lhost) || pid <= 0)
+		return false;
+	if (pid == (long)getpid())
+		return true;
+	/* A pid reused by another program counts as gone too. */
+	char path[64], comm[64] = "";
+	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return kill((pid_t)pid, 0) && errno == ESRCH;
+	bool ours = fgets(comm, sizeof(comm), f) && !strncmp(comm, "tierfs", 6);
+	fclose(f);
+	return !ours;
 }
 
 static int lease_put(struct s3_tier *s, CURL *easy, char *msg, size_t msglen)
@@ -134,7 +166,8 @@ int s3_lease_take(struct s3_tier *s)
 		for (char *c = theirs; *c; c++)
 			if (*c == '\n')
 				*c = ' ';
-		if (age < (long)(s->p.lease_timeout_ms / 1000) && age > -60) {
+		bool dead = owner_dead(body);
+		if (!dead && age < (long)(s->p.lease_timeout_ms / 1000)) {
 			tier_log(t,
 				 "prefix '%s' of bucket '%s' is in use by another tierfs (%s"
 				 "renewed %ld s ago); a lease not renewed for %u s is taken over",
@@ -143,8 +176,8 @@ int s3_lease_take(struct s3_tier *s)
 			rc = -EBUSY;
 			goto out;
 		}
-		tier_log(t, "taking over the stale lease of %s(last renewed %ld s ago)", theirs,
-			 age);
+		tier_log(t, "taking over the %s lease of %s(last renewed %ld s ago)",
+			 dead ? "dead daemon's" : "stale", theirs, age);
 	}
 	if ((rc = lease_put(s, easy, msg, sizeof(msg)))) {
 		tier_log(t, "writing the lease: %s", msg);
@@ -280,12 +313,33 @@ static bool sweep_stopping(struct s3_tier *s)
 	return stop;
 }
 
+/* DELETE KEY at once, on a handle of its own (the listing's is busy). */
+static void delete_beyond(struct s3_tier *s, const char *key)
+{
+	CURL *easy = curl_easy_init();
+	struct s3_req *r = easy ? calloc(1, sizeof(*r)) : NULL;
+	if (r) {
+		r->easy = easy;
+		r->method = S3_DELETE;
+		snprintf(r->key, sizeof(r->key), "%s", key);
+		if (s3_req_run(s, r, true) != S3_OK) {
+			char msg[1600];
+			s3_req_describe(r, msg, sizeof(msg));
+			tier_log(s->t, "orphan sweep: %s", msg);
+		}
+		s3_req_release(r);
+		free(r);
+	}
+	if (easy)
+		curl_easy_cleanup(easy);
+}
+
 static void *sweep_main(void *arg)
 {
 	struct s3_tier *s = arg;
 	CURL *easy = curl_easy_init();
 	struct s3_req *r = easy ? calloc(1, sizeof(*r)) : NULL;
-	char token[1024] = "", key[1100];
+	char token[1024] = "", key[1024];
 	uint64_t listed = 0, orphans = 0;
 	bool failed = !r;
 	while (r && !sweep_stopping(s)) {
@@ -312,10 +366,17 @@ static void *sweep_main(void *arg)
 		       (p = xml_field(c, "Key", key, sizeof(key)))) {
 			uint64_t slot;
 			listed++;
-			if (s3_parse_key(s, key, &slot) && slot < s->t->slots_total &&
-			    !(__atomic_load_n(&s->t->slots.words[slot / 64], __ATOMIC_ACQUIRE) >>
-				  (slot % 64) &
-			      1)) {
+			if (!s3_parse_key(s, key, &slot))
+				continue;
+			if (slot >= s->t->slots_total) {
+				/* Beyond a capacity made smaller since: no block
+				 * can live there (the mount would have failed). */
+				orphans++;
+				delete_beyond(s, key);
+			} else if (!(__atomic_load_n(&s->t->slots.words[slot / 64],
+						     __ATOMIC_ACQUIRE) >>
+					 (slot % 64) &
+				     1)) {
 				orphans++;
 				s3_io_delete_orphan(s, slot);
 			}

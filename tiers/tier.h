@@ -107,6 +107,7 @@ struct tier_s3_params {
 	char region[64];	     /* default us-east-1 */
 	char credentials_file[4096]; /* "" = the environment */
 	char profile[128];	     /* default "default" */
+	char ca_file[4096];	     /* "" = the system's CA store */
 	bool tls_verify;	     /* verify the server's certificate (https) */
 	bool virtual_host;	     /* bucket.host/key instead of host/bucket/key */
 	unsigned retries;	     /* attempts per request, >= 1 */

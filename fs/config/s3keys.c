@@ -12,9 +12,9 @@
 #include <strings.h>
 
 const char *const config_s3_keys[S3K_N] = {
-    "endpoint",	       "bucket",	  "prefix",	  "region",  "credentials_file",
-    "profile",	       "tls_verify",	  "addressing",	  "retries", "retry_time",
-    "request_timeout", "connect_timeout", "lease_timeout"};
+    "endpoint",	  "bucket",	     "prefix",		"region",	"credentials_file",
+    "profile",	  "tls_verify",	     "ca_file",		"addressing",	"retries",
+    "retry_time", "request_timeout", "connect_timeout", "lease_timeout"};
 
 void config_s3_defaults(struct tier_s3_params *s)
 {
@@ -114,6 +114,12 @@ bool config_key_s3(struct config_parse *p, const char *name, const char *v)
 		if (config_parse_bool(v, &s->tls_verify) < 0)
 			config_key_error(p, p->line, name, "'%s' is not yes or no", v);
 		break;
+	case S3K_CA_FILE:
+		if (v[0] != '/')
+			config_key_error(p, p->line, name, "'%s' must be an absolute path", v);
+		else
+			copy_str(p, name, v, s->ca_file, sizeof(s->ca_file));
+		break;
 	case S3K_ADDRESSING:
 		if (!strcasecmp(v, "path"))
 			s->virtual_host = false;
@@ -183,12 +189,10 @@ void config_finish_s3(struct config_parse *p, int i)
 		config_sect_error(p, t->line, sect, "missing required key 'bucket'");
 		return;
 	}
-	if (!tx->kline[TK_CAPACITY]) {
-		config_sect_error(p, t->line, sect,
-				  "missing required key 'capacity' (an s3 tier needs one: how "
-				  "much of the bucket it may fill, e.g. capacity = 1T)");
-		return;
-	}
+	/* A bucket has no free space to measure: a default that costs little
+	 * (the slot map is a bit per block) and holds a large model's state. */
+	if (!tx->kline[TK_CAPACITY])
+		t->capacity = 1ULL << 40;
 	if (!t->persistent) {
 		config_key_error(p, tx->kline[TK_PERSISTENT], "persistent",
 				 "an s3 tier is always persistent; for files that need "

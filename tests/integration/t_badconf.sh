@@ -93,8 +93,9 @@ type = posix
 path = $T/nvme0
 [tier bucket]
 type = s3
+endpoint = http://127.0.0.1:1
 CONF
-expect "s3 not supported" 5 "key 'type': tier type 's3' is not supported yet"
+expect "s3 tier without a bucket" 4 "section [tier bucket]: missing required key 'bucket'"
 
 cat >"$BAD" <<CONF
 [tier nvme0]

@@ -116,6 +116,7 @@ static void test_s3_keys(void **state)
 	(void)state;
 	int rc = load("[mount]\nmetadata = /m\n" S3_A "prefix = node0/\nregion = eu-west-1\n"
 		      "credentials_file = ~/.aws/credentials\nprofile = train\ntls_verify = no\n"
+		      "ca_file = /etc/ssl/private-ca.pem\n"
 		      "addressing = virtual\nretries = 3\nretry_time = 2.5\n"
 		      "request_timeout = 30\nconnect_timeout = 0.5\nlease_timeout = 20\n"
 		      "[tier t]\ntype = s3\nendpoint = https://s3.example.com\nbucket = bk2\n"
@@ -132,6 +133,7 @@ static void test_s3_keys(void **state)
 	assert_string_equal(s->s3.credentials_file, "~/.aws/credentials");
 	assert_string_equal(s->s3.profile, "train");
 	assert_false(s->s3.tls_verify);
+	assert_string_equal(s->s3.ca_file, "/etc/ssl/private-ca.pem");
 	assert_true(s->s3.virtual_host);
 	assert_int_equal(s->s3.retries, 3);
 	assert_int_equal(s->s3.retry_time_ms, 2500);
@@ -141,11 +143,19 @@ static void test_s3_keys(void **state)
 	assert_string_equal(t->s3.region, "us-east-1");
 	assert_string_equal(t->s3.profile, "default");
 	assert_string_equal(t->s3.prefix, "");
+	assert_int_equal(t->capacity, 2ULL << 30);
+	assert_int_equal(s->capacity, 1ULL << 30);
 	assert_true(t->s3.tls_verify);
 	assert_false(t->s3.virtual_host);
 	assert_true(t->s3.retries > 1);
 	/* Both s3 tiers are striped over by default. */
 	assert_int_equal(cfg.nstripe, 2);
+	/* capacity may be left out. */
+	rc = load(
+	    "[mount]\nmetadata = /m\n[tier s]\ntype = s3\nendpoint = http://h\nbucket = bk1\n");
+	if (rc)
+		fail_msg("%s", err);
+	assert_int_equal(cfg.tiers[0].capacity, 1ULL << 40);
 }
 
 static void test_all_keys(void **state)
@@ -830,14 +840,13 @@ static const struct bad bads[] = {
      "not a bucket name"},
     {"[tier s]\ntype = s3\nendpoint = http://h\n", 1, "section [tier s]",
      "missing required key 'bucket'"},
-    {"[tier s]\ntype = s3\nendpoint = http://h\nbucket = bk1\n", 1, "section [tier s]",
-     "missing required key 'capacity'"},
     {S3_A "path = @D@/a\n", 6, "key 'path'", "only posix tiers have a path"},
     {POSIX_A "bucket = bk1\n", 4, "key 'bucket'", "only s3 tiers have a bucket"},
     {S3_A "retries = 0\n", 6, "key 'retries'", "1 to 100"},
     {S3_A "addressing = dns\n", 6, "key 'addressing'", "path or virtual"},
     {S3_A "prefix = /x/\n", 6, "key 'prefix'", "must not start with '/'"},
     {S3_A "credentials_file = creds\n", 6, "key 'credentials_file'", "absolute path"},
+    {S3_A "ca_file = ca.pem\n", 6, "key 'ca_file'", "absolute path"},
     {S3_A "region = a\nregion = b\n", 7, "key 'region'", "given twice"},
     {S3_A "persistent = no\n", 6, "key 'persistent'", "always persistent"},
 };
