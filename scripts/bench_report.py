@@ -495,12 +495,41 @@ def learned_warm(sd, n):
     return 0
 
 
+# ---- disk + s3 striped (the tierfs_s3 rows of scripts/bench.sh) ----
+# The replay on a mount whose stripe is the disk and an s3 tier on a local
+# SeaweedFS; no floor of its own (the store's bandwidth is not probed), its
+# speedup against the same single-disk baseline; disk rd/wr count both
+# persistent tiers, as for tierfs2p.
+S3_SETUP = "tierfs_s3"
+
+
+def setup_tiers(setup):
+    """The persistent tiers a setup's disk columns add up."""
+    return {"tierfs2p": ("nvme0", "nvme1"), S3_SETUP: ("nvme0", "s3")}.get(setup, ("nvme0",))
+
+
+def s3_note(runs, meta):
+    if any(r["setup"] == S3_SETUP for r in runs):
+        print("%s: the tierfs mount with an s3 tier beside the disk in the stripe (SeaweedFS on this "
+              "host, scripts/bench.sh BENCH_S3_DIR); disk rd/wr = disk + s3; speedup against the same "
+              "single-disk baseline; no floor (the store is not probed)" % S3_SETUP)
+
+
+def s3_summary(runs):
+    ok = [r for r in runs if r["setup"] == S3_SETUP and r["status"] == "ok"]
+    if not ok:
+        return None
+    return {k: mean([r[m] for r in ok]) for k, m in (
+        ("update_s", "update_mean_s"), ("backward_s", "backward_mean_s"), ("speedup", "speedup"),
+        ("backward_speedup", "backward_speedup"), ("hit_ratio", "hit_ratio"))}
+
+
 def cmd_report(args):
     d = args[args.index("--dir") + 1]
     meta = json.load(open(os.path.join(d, "meta.json")))
     runs = []
     for name in sorted(os.listdir(d)):
-        m = re.match(r"^(baseline|tierfs|tierfs2p|%s)-(\d+)\.json$" % "|".join(APP_SETUPS), name)
+        m = re.match(r"^(baseline|tierfs|tierfs2p|tierfs_s3|%s)-(\d+)\.json$" % "|".join(APP_SETUPS), name)
         if not m:
             continue
         setup, rep = m.group(1), int(m.group(2))
@@ -573,6 +602,7 @@ def cmd_report(args):
     base_bwd = mean([r["backward_mean_s"] for r in base_ok])
 
     exact = {("nvme0", "read"): "tier.nvme0.bytes_read", ("nvme0", "writ"): "tier.nvme0.bytes_written",
+             ("s3", "read"): "tier.s3.bytes_read", ("s3", "writ"): "tier.s3.bytes_written",
              ("nvme1", "read"): "tier.nvme1.bytes_read", ("nvme1", "writ"): "tier.nvme1.bytes_written",
              ("hit", "ratio"): "cache.hit_ratio", ("hit",): "cache.hits", ("miss",): "cache.misses"}
 
@@ -614,7 +644,7 @@ def cmd_report(args):
             # steps the update time is averaged over
             # (tierfs2p: both persistent paths)
             rds, wrs = [], []
-            tiers = ("nvme0", "nvme1") if r["setup"] == "tierfs2p" else ("nvme0",)
+            tiers = setup_tiers(r["setup"])
             for sb, su in r.get("tierfs_steps") or []:
                 xs = [stat_pick(su, t, "read") for t in tiers]
                 ys = [stat_pick(su, t, "writ") for t in tiers] + [stat_pick(sb, t, "writ") for t in tiers]
@@ -641,8 +671,8 @@ def cmd_report(args):
         # A run with a second path has its own floor and model: the same
         # bytes over both paths' bandwidths.
         fl = floor2p if r["setup"] in TWO_PATHS else floor
-        if r["setup"].startswith("upd_"):
-            fl = None  # the floor and the model are the replay's, with its backward phase
+        if r["setup"].startswith("upd_") or r["setup"] == S3_SETUP:
+            fl = None  # upd_: the floor and the model are the replay's; s3: no floor measured
         r["ratio_to_floor"] = upd / fl["floor_s"] if fl and upd and fl["floor_s"] else None
         pipe = fl.get("pipeline_s") if fl else None
         r["ratio_to_pipeline"] = upd / pipe if pipe and upd else None
@@ -687,6 +717,7 @@ def cmd_report(args):
               "speedup against the same single-disk baseline" % (meta.get("t2_dir", "BENCH_T2_DIR"),
                                                                  meta.get("t2_cap", "BENCH_T2_CAP")))
     app_notes(runs, meta)
+    s3_note(runs, meta)
     if two:
         print("two tiers (%s): striped read %s vs sum of tiers %.2f GB/s -> %s  %s" % (
             ", ".join(two.get("tiers", [])),
@@ -706,7 +737,7 @@ def cmd_report(args):
         if not r["setup"].startswith("tierfs") or not r.get("tierfs_steps"):
             continue
         upd = (r.get("update_s") or [])[-len(r["tierfs_steps"]):]
-        tiers = ("nvme0", "nvme1") if r["setup"] == "tierfs2p" else ("nvme0",)
+        tiers = setup_tiers(r["setup"])
         parts = []
         r["disk_busy"] = {}
         for t in tiers:
@@ -762,6 +793,7 @@ def cmd_report(args):
             "hit_ratio": mean([r["hit_ratio"] for r in t2p_ok]),
         } if t2p_ok else None,
         **app_summary(runs),
+        S3_SETUP: s3_summary(runs),
         "floor": floor,
         "floor2p": floor2p,
         "two_tier": two,
