@@ -378,37 +378,39 @@ int main(int argc, char **argv)
 	char *conf_abs = realpath(conf_path, NULL);
 	if (!conf_abs) {
 		fprintf(stderr, "tierfs: %s: %s\n", conf_path, strerror(errno));
-		free(user_opts);
-		return 2;
+		rc = 2;
+		goto out_early;
 	}
-	if ((rc = check_mountpoint(&fs.conf, mnt)) || (rc = check_ram(&fs.conf))) {
-		free(user_opts);
-		return rc;
-	}
+	if ((rc = check_mountpoint(&fs.conf, mnt)) || (rc = check_ram(&fs.conf)))
+		goto out_early;
 
 	if (fs.conf.allow_other)
 		strcat(opts, ",allow_other");
-	rc = user_opts ? add_user_opts(opts, sizeof(opts), user_opts, &fs.noatime) : 0;
-	free(user_opts);
-	if (rc)
-		return rc;
+	if (user_opts && (rc = add_user_opts(opts, sizeof(opts), user_opts, &fs.noatime)))
+		goto out_early;
 
-	if (!foreground && detach_begin())
-		return 1;
+	if (!foreground && detach_begin()) {
+		rc = 1;
+		goto out_early;
+	}
 	int lockfd = lock_metadata(fs.conf.metadata);
 	if (lockfd < 0) {
 		detach_end(1);
-		return 1;
+		rc = 1;
+		goto out_early;
 	}
 
 	rc = fs_mount_prepare(&fs);
 	if (rc) {
 		fprintf(stderr, "tierfs: %s: cannot start: %s\n", conf_path, strerror(-rc));
 		fs_unmount_finish(&fs);
-		int status = fs.tier_open_failed ? 2 : 1;
-		detach_end(status);
-		return status;
+		rc = fs.tier_open_failed ? 2 : 1;
+		detach_end(rc);
+		close(lockfd);
+		goto out_early;
 	}
+	free(user_opts);
+	user_opts = NULL;
 
 	char *fargv[] = {argv[0], "-o", opts, debug ? "-d" : NULL, NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
@@ -455,4 +457,11 @@ out_fs:
 	config_lines_free(lines);
 	free(conf_abs);
 	return ret;
+
+out_early:
+	/* Nothing mounted: RC is the exit status. */
+	free(user_opts);
+	config_lines_free(lines);
+	free(conf_abs);
+	return rc;
 }
