@@ -5,6 +5,7 @@
 #   make test       deps, normal build, ASan+UBSan build, run every test
 #   make demo       deps, build, run the demo on a built-in default setup
 #   make bench      deps, build, run the update-phase benchmarks
+#   make e2e        deps, build, train with real DeepSpeed on a mount and on a plain directory, compare
 #   make SAN=1 ...  the same targets built with AddressSanitizer+UBSan in build-san/
 #   make format     apply .clang-format
 #
@@ -53,7 +54,7 @@ PRELOAD_LIB := $(PRELOAD_SRC:tests/integration/preload/%.c=$(BUILD)/tests/lib/%.
 
 ALL_TARGETS := $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) $(PRELOAD_LIB)
 
-.PHONY: all deps test demo bench format clean check-format install uninstall
+.PHONY: all deps test demo bench e2e format clean check-format install uninstall
 PREFIX ?= /usr/local
 all: $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) $(PRELOAD_LIB) module-all
 
@@ -108,6 +109,11 @@ demo: deps
 bench: deps
 	$(MAKE) --no-print-directory -j$$(nproc) all
 	scripts/bench.sh
+
+# DeepSpeed and torch come from PyPI into a cached venv (scripts/pyenv.sh).
+e2e: deps
+	$(MAKE) --no-print-directory -j$$(nproc) all
+	scripts/e2e/run.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
