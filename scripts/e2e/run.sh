@@ -12,6 +12,9 @@
 # must be byte-identical at the end (read back after a remount, from disk).
 # Then the same with offload_optimizer's pipeline_read and pipeline_write.
 #
+# "run.sh --prepare" only installs the venv and builds DeepSpeed's ops
+# (make test does that before its tests, outside the test's time limit).
+#
 # Prints TAP lines (ok / not ok / # SKIP), DeepSpeed's version, both runs'
 # losses and time per step. Exit 0 when all passed, 77 when DeepSpeed
 # cannot be installed or built here (the reason is printed), 1 otherwise.
@@ -89,14 +92,14 @@ PYEOF
 	skip_all "DeepSpeed's aio and cpu_adam ops do not build here (log: $TORCH_EXTENSIONS_DIR.log)"
 fi
 echo "# DeepSpeed's ops ready in $((SECONDS - t0)) s ($TORCH_EXTENSIONS_DIR), accelerator $DS_ACCELERATOR"
+[ "${1:-}" = --prepare ] && exit 0
 
 W=$(mktemp -d "${E2E_DIR:-/var/tmp}/tierfs-e2e.XXXXXX")
 MNT=$W/mnt
 # The reference run's directory: tmpfs, which takes O_DIRECT at any
-# alignment. DeepSpeed reads gradients into buffers aligned to 4 bytes
-# only; a disk file system refuses those O_DIRECT reads (EINVAL), and
-# DeepSpeed's aio never looks at a request's result, so on a plain ext4
-# directory it trains on gradient pieces it never read.
+# alignment. On a disk file system DeepSpeed's aio gets wrong bytes for
+# reads at offsets that are not sector multiples and never checks a
+# request's result, so a plain ext4 directory is no reference (docs/e2e.md).
 P=$(mktemp -d "${E2E_PLAIN:-/dev/shm}/tierfs-e2e-plain.XXXXXX")
 PID=
 cleanup() {
