@@ -69,8 +69,9 @@ export PATH=$venv/bin:$PATH # ninja for DeepSpeed's JIT builds
 export TORCH_EXTENSIONS_DIR=$cache/torch-extensions-ds$DS_VER-torch$TORCH_VER
 export GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1 PYTHONHASHSEED=0
-# CUDA where torch sees a GPU, else DeepSpeed's CPU accelerator (gloo).
-if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+# CUDA where torch sees a GPU per rank (NCCL takes one rank per GPU), else
+# DeepSpeed's CPU accelerator (gloo).
+if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.device_count() >= 2 else 1)' 2>/dev/null; then
 	export DS_ACCELERATOR=cuda
 else
 	export DS_ACCELERATOR=cpu

@@ -119,7 +119,9 @@ def main():
             "offload_optimizer": {
                 "device": "nvme",
                 "nvme_path": args.nvme_path,
-                "buffer_count": 4,
+                # Pipelined, a sub-group being read and one being written
+                # hold their buffers beside the one being updated.
+                "buffer_count": 12 if args.pipeline else 4,
                 "pipeline_read": args.pipeline,
                 "pipeline_write": args.pipeline,
             },
