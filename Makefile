@@ -97,11 +97,12 @@ deps:
 	@scripts/deps.sh
 
 # The two builds' tests run side by side (tests/run.sh: one lane each).
+# DeepSpeed's venv and JIT-built ops are made first (cached; minutes on a
+# new machine), outside the DeepSpeed test's time limit; that test SKIPs
+# if they could not be made.
 test: deps
 	$(MAKE) --no-print-directory -j$$(nproc) all
 	$(MAKE) --no-print-directory -j$$(nproc) SAN=1 all
-	@# DeepSpeed's venv and JIT-built ops, cached: minutes on a new machine,
-	@# outside the DeepSpeed test's time limit (it SKIPs if this failed).
 	-scripts/e2e/run.sh --prepare
 	tests/run.sh build build-san
 

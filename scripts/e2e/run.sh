@@ -136,8 +136,8 @@ umount_fs() {
 }
 stat_field() { grep "^$1 " "$W/stats" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
-# train DIR OUT [--pipeline]: both ranks, DIR as nvme_path; train.py's
-# per-step lines of rank 0 go to OUT.log.
+# train DIR OUT [--pipeline]: both ranks, DIR as nvme_path; the ranks'
+# output goes to OUT.rank0.log and OUT.rank1.log.
 train() {
 	local dir=$1 out=$2 r pids=() rc=0 port
 	shift 2
@@ -148,7 +148,17 @@ train() {
 			--block-size "$BSB" ${E2E_MODEL:-} "$@" >"$out.rank$r.log" 2>&1 &
 		pids+=($!)
 	done
-	for r in 0 1; do wait "${pids[$r]}" || rc=1; done
+	# A rank that fails leaves the other waiting in a collective: stop it.
+	local left=2 st
+	while [ $left -gt 0 ]; do
+		wait -n "${pids[@]}" 2>/dev/null # (a reaped pid: "no such job")
+		st=$?
+		left=$((left - 1))
+		if [ $st -ne 0 ]; then
+			rc=1
+			kill "${pids[@]}" 2>/dev/null
+		fi
+	done
 	if [ $rc -ne 0 ]; then
 		grep -hE 'Error|error|Traceback' "$out".rank*.log | head -20 | note
 		echo "# (logs: $out.rank0.log, $out.rank1.log)"
