@@ -5,10 +5,10 @@
 # A small transformer LM (scripts/e2e/train.py) trains under DeepSpeed's
 # ZeRO stage 3 with offload_optimizer and offload_param both on NVMe, two
 # ranks on this node sharing the nvme_path (gloo on DeepSpeed's CPU
-# accelerator, or NCCL and CUDA where a GPU is present). The aio block_size
+# accelerator, or NCCL and CUDA with a GPU per rank). The aio block_size
 # is the mount's block size, and the RAM tier is smaller than the swapped
 # state, so blocks are evicted and written back during the run. Each step's
-# loss must equal the plain directory's to the last bit and every swap file
+# loss must equal the plain (tmpfs) directory's to the last bit and every swap file
 # must be byte-identical at the end (read back after a remount, from disk).
 # Then the same with offload_optimizer's pipeline_read and pipeline_write.
 #
@@ -56,8 +56,11 @@ BSB=$(bytes "$BS") || skip_all "E2E_BLOCK=$BS is not a size"
 
 # The venv: torch and DeepSpeed from PyPI, cached between runs.
 t0=$SECONDS
-venv=$(scripts/pyenv.sh ds "deepspeed==$DS_VER" "torch==$TORCH_VER" 2> >(note >&2))
+plog=$(mktemp)
+venv=$(scripts/pyenv.sh ds "deepspeed==$DS_VER" "torch==$TORCH_VER" 2>"$plog")
 rc=$?
+note <"$plog"
+rm -f "$plog"
 [ $rc -eq 0 ] && [ -x "$venv/bin/python" ] ||
 	skip_all "DeepSpeed $DS_VER and torch $TORCH_VER could not be installed from PyPI (scripts/pyenv.sh exit $rc)"
 echo "# venv $venv ready in $((SECONDS - t0)) s"
