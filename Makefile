@@ -6,6 +6,7 @@
 #   make demo       deps, build, run the demo on a built-in default setup
 #   make bench      deps, build, run the update-phase benchmarks
 #   make fuzz       deps + clang, run each fuzz harness for a bounded time
+#   make e2e        deps, build, train with real DeepSpeed on a mount and on a plain directory, compare
 #   make SAN=1 ...  the same targets built with AddressSanitizer+UBSan in build-san/
 #   make format     apply .clang-format
 #
@@ -54,7 +55,7 @@ PRELOAD_LIB := $(PRELOAD_SRC:tests/integration/preload/%.c=$(BUILD)/tests/lib/%.
 
 ALL_TARGETS := $(BUILD)/tierfs $(UNIT_BIN) $(ITEST_BIN) $(PRELOAD_LIB)
 
-.PHONY: all deps test demo bench fuzz format clean check-format install uninstall
+.PHONY: all deps test demo bench fuzz e2e format clean check-format install uninstall
 PREFIX ?= /usr/local
 MANDIR ?= $(PREFIX)/share/man
 EXAMPLEDIR ?= $(PREFIX)/share/doc/tierfs/examples
@@ -103,9 +104,13 @@ deps:
 	@scripts/deps.sh
 
 # The two builds' tests run side by side (tests/run.sh: one lane each).
+# DeepSpeed's venv and JIT-built ops are made first (cached; minutes on a
+# new machine), outside the DeepSpeed test's time limit; that test SKIPs
+# if they could not be made.
 test: deps
 	$(MAKE) --no-print-directory -j$$(nproc) all
 	$(MAKE) --no-print-directory -j$$(nproc) SAN=1 all
+	-scripts/e2e/run.sh --prepare
 	tests/run.sh build build-san
 
 demo: deps
@@ -120,6 +125,11 @@ bench: deps
 # part of `make test`, which replays the stored inputs only.
 fuzz: deps
 	scripts/fuzz.sh
+
+# DeepSpeed and torch come from PyPI into a cached venv (scripts/pyenv.sh).
+e2e: deps
+	$(MAKE) --no-print-directory -j$$(nproc) all
+	scripts/e2e/run.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')

@@ -18,6 +18,7 @@ PKGS=(
 	fio attr                      # throughput figures, getfattr/setfattr
 	gnuplot-nox                   # bench plot
 	python3 python3-venv          # test helpers; venvs for PyPI test servers (scripts/pyenv.sh)
+	python3-dev                   # Python.h for DeepSpeed's JIT-built ops (make e2e)
 	python3-boto3 python3-prometheus-client  # S3 and metrics test clients
 	procps                        # pgrep/pkill in the integration tests
 )

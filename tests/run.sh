@@ -18,6 +18,9 @@ set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 [ $# -gt 0 ] || set -- build
+# The lanes of this run, first one first: a test too costly for every lane
+# runs in the first only.
+export TEST_BUILDS="$*"
 FILTER=${TEST_FILTER:-}
 PASS=0 FAIL=0 SKIP=0
 FAILED=()
