@@ -257,7 +257,7 @@ static void test_ctl(void **state)
 	assert_true(ctl_ino(nvme0));
 
 	int rc;
-	assert_string_equal(ls(fs, CTL_DIR, &rc), ".:d ..:d stats:f tiers:d ");
+	assert_string_equal(ls(fs, CTL_DIR, &rc), ".:d ..:d stats:f metrics:f tiers:d reload:f ");
 	assert_int_equal(rc, 0);
 	assert_string_equal(ls(fs, CTL_TIERS, &rc), ".:d ..:d ram:d nvme0:d ");
 	ls(fs, CTL_STATS, &rc);
