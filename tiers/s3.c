@@ -185,7 +185,18 @@ static int check_store(struct s3_tier *s, CURL *easy)
 	} else if (c == S3_RETRY_NET || (c == S3_FAIL_OTHER && r->curl_rc != CURLE_OK)) {
 		tier_log(t, "endpoint %s unreachable: %s", s->p.endpoint,
 			 r->curl_err[0] ? r->curl_err : curl_easy_strerror((CURLcode)r->curl_rc));
-		rc = -EHOSTUNREACH;
+		/* The caller's last line prints this errno: the connect's own
+		 * (refused, timed out...) says what happened, where a fixed
+		 * EHOSTUNREACH said "No route to host" for a port nobody
+		 * listens on. */
+		long os_errno = 0;
+		curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
+		if (os_errno > 0 && os_errno < 4096)
+			rc = -(int)os_errno;
+		else if (r->curl_rc == CURLE_OPERATION_TIMEDOUT)
+			rc = -ETIMEDOUT;
+		else
+			rc = -EHOSTUNREACH;
 	} else if (!strcmp(code, "RequestTimeTooSkewed") || skew > S3_MAX_SKEW_S ||
 		   skew < -S3_MAX_SKEW_S) {
 		tier_log(t,

@@ -11,8 +11,8 @@
  * per thousand objects: deleting a large file costs a few requests, not one
  * per block). A slot allocated again before its
  * DELETE went out just drops it (the PUT replaces the object anyway); a PUT
- * whose slot's DELETE is on the wire waits for it, so the DELETE can never
- * land after the new object.
+ * whose slot's DELETE is on the wire waits for it, and a slot has at most
+ * one DELETE on the wire, so a DELETE can never land after the new object.
  */
 #include "tiers/s3_int.h"
 
@@ -196,9 +196,17 @@ static void complete_io(struct s3_tier *s, struct s3_req *r, enum s3_class c)
 }
 
 /* Up to S3_DELETE_BATCH queued slots still to delete, as one request: a
- * DELETE for one, a DeleteObjects POST for more. NULL when none is left
- * or without memory (the objects stay for the next mount's sweep). Under
- * lock. */
+ * DELETE for one, a DeleteObjects POST for more. NULL when none can go
+ * now, or without memory (the objects stay for the next mount's sweep).
+ * Under lock.
+ *
+ * A slot whose DELETE is still on the wire stays queued until that one is
+ * answered (it was freed, allocated and freed again meanwhile): with two
+ * DELETEs of a slot on the wire, the first answer would let a parked PUT
+ * of the slot go while the second DELETE could still land after it and
+ * remove acknowledged data. One DELETE per slot on the wire keeps
+ * del_inflight exact, so a PUT never runs while its slot's DELETE may
+ * still land. */
 static struct s3_req *del_batch(struct s3_tier *s)
 {
 	size_t cap = s->del_count < S3_DELETE_BATCH ? s->del_count : S3_DELETE_BATCH;
@@ -209,12 +217,17 @@ static struct s3_req *del_batch(struct s3_tier *s)
 		return NULL;
 	}
 	size_t n = 0;
-	while (s->del_count && n < cap) {
+	for (size_t seen = s->del_count; seen && n < cap; seen--) {
 		uint64_t slot = s->del_queue[s->del_head];
 		s->del_head = (s->del_head + 1) % s->del_cap;
 		s->del_count--;
 		if (!bit_get(s->del_pending, slot))
 			continue; /* allocated again since */
+		if (bit_get(s->del_inflight, slot)) {
+			/* Back to the tail (the slot just taken left room). */
+			s->del_queue[(s->del_head + s->del_count++) % s->del_cap] = slot;
+			continue;
+		}
 		bit_put(s->del_pending, slot, false);
 		bit_put(s->del_inflight, slot, true);
 		slots[n++] = slot;

@@ -47,7 +47,9 @@ sed 's/^bucket = .*/bucket = no-such-bucket/' "$T/c.conf" >"$T/nobucket.conf"
 refused "missing bucket" "NoSuchBucket|bucket.*(not|no such|missing|exist)" "$T/nobucket.conf"
 dead=$(free_ports 1)
 sed "s|^endpoint = .*|endpoint = http://127.0.0.1:$dead|" "$T/c.conf" >"$T/dead.conf"
-refused "endpoint nobody listens on" "unreachable|connect|refused" "$T/dead.conf"
+refused "endpoint nobody listens on" "endpoint http://127\.0\.0\.1:$dead unreachable" "$T/dead.conf"
+check "endpoint nobody listens on: no line says 'No route to host'" \
+	sh -c "! grep -qi 'no route to host' '$T/refused.log'"
 
 # read_check FILE PATTERN BS: read FILE in BS pieces, buffered and O_DIRECT:
 # every piece is EIO or the pattern's bytes, at least one is EIO.
