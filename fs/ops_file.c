@@ -8,18 +8,29 @@
  * (the RAM tier is the cache). Any other open goes through the kernel's
  * page cache, so that mmap works, shared and writable included. The
  * kernel writes through (no writeback cache: a write(2) reaches us before
- * it returns), drops a file's cached pages at each open (no keep_cache)
- * and at each read whose attributes moved (auto_inval_data, ops.c).
+ * it returns).
+ *
+ * The kernel never drops a file's pages on its own: every open keeps the
+ * cache (keep_cache) and attribute changes do not invalidate it (no
+ * auto_inval_data, explicit_inval_data; ops.c). A write-through write
+ * fills its pages and marks them up to date before its WRITE reaches us;
+ * a drop in that window (another process's open or stat) let a reader
+ * fetch the old bytes before the WRITE landed and cache them as up to
+ * date, and the writer then read them back. We are the only way to the
+ * bytes, so the page cache stays right when we drop what changes behind
+ * it: what goes through it needs nothing, and the rest is dropped here.
+ * O_TRUNC opens drop everything (no keep_cache).
  *
  * Mixed opens: an O_DIRECT write passes the page cache, so once it is
  * stored, and before it is answered, the kernel is told to drop its pages
  * of that range (a mapping sees the new bytes at its next fault); an
  * O_DIRECT read first has the kernel drop the range, which writes back
  * what a mapping dirtied there (to another worker), as a local file
- * system flushes before a direct read. Only for inodes some buffered open
- * may have cached (inode.kcached), and only on direct_io handles: a
- * page-cache request (readahead, the write-back of dirty pages,
- * fi->writepage) holds the very pages that dropping would wait for.
+ * system flushes before a direct read. A punched or zeroed range is
+ * dropped too. Only for inodes some buffered open may have cached
+ * (inode.kcached), and never for the kernel's own page-cache requests
+ * (readahead, the write-back of dirty pages, fi->writepage): they hold the
+ * very pages that dropping would wait for.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +62,9 @@ static void open_mode(struct inode *in, struct fuse_file_info *fi)
 {
 	bool direct = fi->flags & O_DIRECT;
 	fi->direct_io = direct;
-	fi->keep_cache = 0;
+	/* The cache is right whoever opens (see the top of the file); a
+	 * truncating open empties it. */
+	fi->keep_cache = S_ISREG(in->attr.mode) && !(fi->flags & O_TRUNC);
 	fi->fh = direct ? FH_DIRECT : 0;
 	if (!direct && S_ISREG(in->attr.mode))
 		__atomic_store_n(&in->kcached, true, __ATOMIC_RELAXED);
@@ -145,18 +158,25 @@ static struct inode *get_open_inode(fuse_ino_t ino)
 }
 
 /* Have the kernel drop its cached pages of [OFF, OFF+LEN) of IN, written
- * back first where dirty, when FI is a direct_io handle and a buffered
- * open may have cached them. No lock held: the write-back comes to
- * another worker. */
-static void drop_kernel_pages(struct inode *in, struct fuse_file_info *fi, off_t off, size_t len)
+ * back first where dirty, when a buffered open may have cached them. No
+ * lock held: the write-back comes to another worker. */
+static void drop_kernel_pages_of(struct inode *in, off_t off, size_t len)
 {
-	if (!(fi->fh & FH_DIRECT) || !len || !__atomic_load_n(&in->kcached, __ATOMIC_RELAXED))
+	if (!len || !__atomic_load_n(&in->kcached, __ATOMIC_RELAXED))
 		return;
 	int err = fuse_lowlevel_notify_inval_inode(g_fs->se, in->ino, off, (off_t)len);
 	if (err && err != -ENOENT)
 		TFS_LOG("inode %llu: dropping the kernel's cached pages beside an O_DIRECT "
 			"open: %s",
 			(unsigned long long)in->ino, strerror(-err));
+}
+
+/* drop_kernel_pages_of for a request on FI: only a direct_io handle's
+ * data passes the page cache. */
+static void drop_kernel_pages(struct inode *in, struct fuse_file_info *fi, off_t off, size_t len)
+{
+	if (fi->fh & FH_DIRECT)
+		drop_kernel_pages_of(in, off, len);
 }
 
 void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -274,6 +294,10 @@ void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
 	tfs_lock(&fs->lock);
 	int rc = cache_fallocate(fs, in, mode, (uint64_t)offset, (uint64_t)length);
 	tfs_unlock(&fs->lock);
+	/* The kernel drops a punched range itself; not every kernel a
+	 * zeroed one. */
+	if (!rc && clear)
+		drop_kernel_pages_of(in, offset, (size_t)length);
 	fuse_reply_err(req, -rc);
 }
 
