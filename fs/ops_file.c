@@ -10,16 +10,17 @@
  * kernel writes through (no writeback cache: a write(2) reaches us before
  * it returns).
  *
- * The kernel never drops a file's pages on its own: every open keeps the
- * cache (keep_cache) and attribute changes do not invalidate it (no
- * auto_inval_data, explicit_inval_data; ops.c). A write-through write
- * fills its pages and marks them up to date before its WRITE reaches us;
- * a drop in that window (another process's open or stat) let a reader
- * fetch the old bytes before the WRITE landed and cache them as up to
- * date, and the writer then read them back. We are the only way to the
- * bytes, so the page cache stays right when we drop what changes behind
- * it: what goes through it needs nothing, and the rest is dropped here.
- * O_TRUNC opens drop everything (no keep_cache).
+ * A write-through write fills its pages and marks them up to date before
+ * its WRITE reaches us; a drop of the cache in that window (another
+ * process's open, or its read seeing the mtime move) let a reader fetch
+ * the old bytes before the WRITE landed and cache them as up to date, and
+ * the writer then read them back. So attribute changes never drop the
+ * cache (no auto_inval_data, explicit_inval_data; ops.c), and an open
+ * keeps it (keep_cache) while another handle of the file may write
+ * through it (inode.nbufwrite); otherwise an open drops it, as before, and
+ * an O_TRUNC open always does. We are the only way to the bytes, so the
+ * page cache stays right when we drop what changes behind it: what goes
+ * through it needs nothing, and the rest is dropped here.
  *
  * Mixed opens: an O_DIRECT write passes the page cache, so once it is
  * stored, and before it is answered, the kernel is told to drop its pages
@@ -41,33 +42,48 @@
 #include "fs/loop.h"
 #include "fs/ops.h"
 
-/* Drop an open reference; delete the inode if that was the last hold on
- * an unlinked file. */
-static void close_inode(fuse_ino_t ino)
+/* fi->fh of an open regular file: how it was opened. */
+#define FH_DIRECT   1 /* O_DIRECT: direct_io, bypasses the page cache */
+#define FH_BUFWRITE 2 /* writes through the page cache (inode.nbufwrite) */
+
+/* Undo open_mode's count for the handle FI of IN. fs->lock held. */
+static void close_mode(struct inode *in, const struct fuse_file_info *fi)
+{
+	if ((fi->fh & FH_BUFWRITE) && in->nbufwrite)
+		in->nbufwrite--;
+}
+
+/* Drop an open reference of the handle FI; delete the inode if that was
+ * the last hold on an unlinked file. */
+static void close_inode(fuse_ino_t ino, const struct fuse_file_info *fi)
 {
 	struct fs *fs = g_fs;
 	tfs_lock(&fs->lock);
 	struct inode *in = fs_inode_find(fs, ino);
 	if (in && in->nopen)
 		in->nopen--;
+	if (in)
+		close_mode(in, fi);
 	tfs_unlock(&fs->lock);
 	ops_inode_maybe_delete(fs, ino);
 }
-
-/* fi->fh of an open regular file: how it was opened. */
-#define FH_DIRECT 1 /* O_DIRECT: direct_io, bypasses the page cache */
 
 /* The page-cache mode of an open (fi->flags) of IN. fs->lock held. */
 static void open_mode(struct inode *in, struct fuse_file_info *fi)
 {
 	bool direct = fi->flags & O_DIRECT;
 	fi->direct_io = direct;
-	/* The cache is right whoever opens (see the top of the file); a
-	 * truncating open empties it. */
-	fi->keep_cache = S_ISREG(in->attr.mode) && !(fi->flags & O_TRUNC);
+	/* Another handle's write may be on its way (see the top of the file);
+	 * a truncating open empties the cache all the same. */
+	fi->keep_cache = in->nbufwrite && !(fi->flags & O_TRUNC);
 	fi->fh = direct ? FH_DIRECT : 0;
-	if (!direct && S_ISREG(in->attr.mode))
+	if (!direct && S_ISREG(in->attr.mode)) {
 		__atomic_store_n(&in->kcached, true, __ATOMIC_RELAXED);
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			fi->fh |= FH_BUFWRITE;
+			in->nbufwrite++;
+		}
+	}
 }
 
 static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
@@ -93,6 +109,7 @@ static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 			in->attr_dirty = true;
 		} else {
 			in->nopen--;
+			close_mode(in, fi);
 		}
 	}
 	tfs_unlock(&fs->lock);
@@ -110,7 +127,7 @@ void tfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
 		/* The caller was interrupted: no release will come. */
-		close_inode(ino);
+		close_inode(ino, fi);
 }
 
 void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -141,7 +158,7 @@ void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		/* Interrupted: the kernel holds neither the entry nor the file. */
 		ops_forget_one(fs, ino, 1);
-		close_inode(ino);
+		close_inode(ino, fi);
 	}
 }
 
@@ -256,7 +273,7 @@ void tfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fuse_reply_err(req, 0);
-	close_inode(ino);
+	close_inode(ino, fi);
 }
 
 void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
