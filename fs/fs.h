@@ -72,6 +72,10 @@ struct inode {
 	 * cache may hold its pages (ops_file.c). Set under fs->lock, read
 	 * without it; cleared only with the inode. */
 	bool kcached;
+	/* Open handles that write through the page cache (not O_DIRECT,
+	 * writable): while any is, an open must not drop the cached pages
+	 * (ops_file.c). fs->lock. */
+	unsigned nbufwrite;
 	/* Per tier (config index): the write-back epoch (commit.wb_epoch) of its
 	 * first write-back to that tier that no good sync of the tier has
 	 * covered yet, 0 none; and the error of a tier sync that failed after

@@ -108,12 +108,13 @@ static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 	 * writer and a buffered reader of one file disagree. */
 	conn->want &=
 	    ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
-			FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_EXPLICIT_INVAL_DATA);
-	/* A buffered read first checks the attributes (never cached, see
-	 * ops_fill_entry) and drops the file's pages if its size or mtime
-	 * moved: what another open changed shows up. */
-	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
-		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+			FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA);
+	/* The kernel must not drop pages by itself when it sees the mtime
+	 * or size move: a drop while a buffered write is on its way lets a
+	 * reader cache the old bytes for good. The daemon drops what
+	 * changes behind the page cache instead (ops_file.c). */
+	if (conn->capable & FUSE_CAP_EXPLICIT_INVAL_DATA)
+		conn->want |= FUSE_CAP_EXPLICIT_INVAL_DATA;
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)

@@ -8,18 +8,30 @@
  * (the RAM tier is the cache). Any other open goes through the kernel's
  * page cache, so that mmap works, shared and writable included. The
  * kernel writes through (no writeback cache: a write(2) reaches us before
- * it returns), drops a file's cached pages at each open (no keep_cache)
- * and at each read whose attributes moved (auto_inval_data, ops.c).
+ * it returns).
+ *
+ * A write-through write fills its pages and marks them up to date before
+ * its WRITE reaches us; a drop of the cache in that window (another
+ * process's open, or its read seeing the mtime move) let a reader fetch
+ * the old bytes before the WRITE landed and cache them as up to date, and
+ * the writer then read them back. So attribute changes never drop the
+ * cache (no auto_inval_data, explicit_inval_data; ops.c), and an open
+ * keeps it (keep_cache) while another handle of the file may write
+ * through it (inode.nbufwrite); otherwise an open drops it, as before, and
+ * an O_TRUNC open always does. We are the only way to the bytes, so the
+ * page cache stays right when we drop what changes behind it: what goes
+ * through it needs nothing, and the rest is dropped here.
  *
  * Mixed opens: an O_DIRECT write passes the page cache, so once it is
  * stored, and before it is answered, the kernel is told to drop its pages
  * of that range (a mapping sees the new bytes at its next fault); an
  * O_DIRECT read first has the kernel drop the range, which writes back
  * what a mapping dirtied there (to another worker), as a local file
- * system flushes before a direct read. Only for inodes some buffered open
- * may have cached (inode.kcached), and only on direct_io handles: a
- * page-cache request (readahead, the write-back of dirty pages,
- * fi->writepage) holds the very pages that dropping would wait for.
+ * system flushes before a direct read. A punched or zeroed range is
+ * dropped too. Only for inodes some buffered open may have cached
+ * (inode.kcached), and never for the kernel's own page-cache requests
+ * (readahead, the write-back of dirty pages, fi->writepage): they hold the
+ * very pages that dropping would wait for.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,31 +42,48 @@
 #include "fs/loop.h"
 #include "fs/ops.h"
 
-/* Drop an open reference; delete the inode if that was the last hold on
- * an unlinked file. */
-static void close_inode(fuse_ino_t ino)
+/* fi->fh of an open regular file: how it was opened. */
+#define FH_DIRECT   1 /* O_DIRECT: direct_io, bypasses the page cache */
+#define FH_BUFWRITE 2 /* writes through the page cache (inode.nbufwrite) */
+
+/* Undo open_mode's count for the handle FI of IN. fs->lock held. */
+static void close_mode(struct inode *in, const struct fuse_file_info *fi)
+{
+	if ((fi->fh & FH_BUFWRITE) && in->nbufwrite)
+		in->nbufwrite--;
+}
+
+/* Drop an open reference of the handle FI; delete the inode if that was
+ * the last hold on an unlinked file. */
+static void close_inode(fuse_ino_t ino, const struct fuse_file_info *fi)
 {
 	struct fs *fs = g_fs;
 	tfs_lock(&fs->lock);
 	struct inode *in = fs_inode_find(fs, ino);
 	if (in && in->nopen)
 		in->nopen--;
+	if (in)
+		close_mode(in, fi);
 	tfs_unlock(&fs->lock);
 	ops_inode_maybe_delete(fs, ino);
 }
-
-/* fi->fh of an open regular file: how it was opened. */
-#define FH_DIRECT 1 /* O_DIRECT: direct_io, bypasses the page cache */
 
 /* The page-cache mode of an open (fi->flags) of IN. fs->lock held. */
 static void open_mode(struct inode *in, struct fuse_file_info *fi)
 {
 	bool direct = fi->flags & O_DIRECT;
 	fi->direct_io = direct;
-	fi->keep_cache = 0;
+	/* Another handle's write may be on its way (see the top of the file);
+	 * a truncating open empties the cache all the same. */
+	fi->keep_cache = in->nbufwrite && !(fi->flags & O_TRUNC);
 	fi->fh = direct ? FH_DIRECT : 0;
-	if (!direct && S_ISREG(in->attr.mode))
+	if (!direct && S_ISREG(in->attr.mode)) {
 		__atomic_store_n(&in->kcached, true, __ATOMIC_RELAXED);
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			fi->fh |= FH_BUFWRITE;
+			in->nbufwrite++;
+		}
+	}
 }
 
 static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
@@ -80,6 +109,7 @@ static int open_inode(fuse_ino_t ino, struct fuse_file_info *fi)
 			in->attr_dirty = true;
 		} else {
 			in->nopen--;
+			close_mode(in, fi);
 		}
 	}
 	tfs_unlock(&fs->lock);
@@ -97,7 +127,7 @@ void tfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
 		/* The caller was interrupted: no release will come. */
-		close_inode(ino);
+		close_inode(ino, fi);
 }
 
 void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -128,7 +158,7 @@ void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		/* Interrupted: the kernel holds neither the entry nor the file. */
 		ops_forget_one(fs, ino, 1);
-		close_inode(ino);
+		close_inode(ino, fi);
 	}
 }
 
@@ -145,18 +175,25 @@ static struct inode *get_open_inode(fuse_ino_t ino)
 }
 
 /* Have the kernel drop its cached pages of [OFF, OFF+LEN) of IN, written
- * back first where dirty, when FI is a direct_io handle and a buffered
- * open may have cached them. No lock held: the write-back comes to
- * another worker. */
-static void drop_kernel_pages(struct inode *in, struct fuse_file_info *fi, off_t off, size_t len)
+ * back first where dirty, when a buffered open may have cached them. No
+ * lock held: the write-back comes to another worker. */
+static void drop_kernel_pages_of(struct inode *in, off_t off, size_t len)
 {
-	if (!(fi->fh & FH_DIRECT) || !len || !__atomic_load_n(&in->kcached, __ATOMIC_RELAXED))
+	if (!len || !__atomic_load_n(&in->kcached, __ATOMIC_RELAXED))
 		return;
 	int err = fuse_lowlevel_notify_inval_inode(g_fs->se, in->ino, off, (off_t)len);
 	if (err && err != -ENOENT)
 		TFS_LOG("inode %llu: dropping the kernel's cached pages beside an O_DIRECT "
 			"open: %s",
 			(unsigned long long)in->ino, strerror(-err));
+}
+
+/* drop_kernel_pages_of for a request on FI: only a direct_io handle's
+ * data passes the page cache. */
+static void drop_kernel_pages(struct inode *in, struct fuse_file_info *fi, off_t off, size_t len)
+{
+	if (fi->fh & FH_DIRECT)
+		drop_kernel_pages_of(in, off, len);
 }
 
 void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -236,7 +273,7 @@ void tfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fuse_reply_err(req, 0);
-	close_inode(ino);
+	close_inode(ino, fi);
 }
 
 void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -274,6 +311,10 @@ void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
 	tfs_lock(&fs->lock);
 	int rc = cache_fallocate(fs, in, mode, (uint64_t)offset, (uint64_t)length);
 	tfs_unlock(&fs->lock);
+	/* The kernel drops a punched range itself; not every kernel a
+	 * zeroed one. */
+	if (!rc && clear)
+		drop_kernel_pages_of(in, offset, (size_t)length);
 	fuse_reply_err(req, -rc);
 }
 
